@@ -1,0 +1,1 @@
+"""SQLite store: schema, ingest of shim logs, reports."""

@@ -1,0 +1,1 @@
+"""MTC envelope benchmark harness."""

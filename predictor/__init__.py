@@ -1,0 +1,1 @@
+"""Round-based I/O time prediction."""
