@@ -1,7 +1,11 @@
-"""Entry points of the console scripts whose parts are not built yet.
+"""Entry points of the console scripts.
 
-Each says so and exits 2, so no script pretends to work before its part lands.
+`mtcprof` is a dispatcher: each subcommand lives in its own module exposing add_arguments(parser) and
+main(args) -> int, listed in _MTCPROF_SUBCOMMANDS (add ingest/model/report/export there).
+Scripts whose part is not built yet say so and exit 2.
 """
+import argparse
+import importlib
 import sys
 
 
@@ -10,8 +14,33 @@ def _not_yet(name: str) -> int:
     return 2
 
 
-def mtcprof() -> int:
-    return _not_yet("mtcprof")
+# name -> (module, one-line help)
+_MTCPROF_SUBCOMMANDS = {
+    "run": ("mtcio.preload.run", "run a command under the I/O tracing shim (one log per process)"),
+    "dump": ("mtcio.db.dump", "print shim logs as JSON lines"),
+}
+
+
+def mtcprof(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        prog="mtcprof",
+        description="mtcprof: per-task file I/O profiling of many-task workflows. The LD_PRELOAD shim writes one "
+                    "log per process into MTCPROF_DIR (see preload/FORMAT.md).",
+        epilog="examples:\n  mtcprof run --dir logs --task t1 --stage mProjectPP -- mProjectPP in.fits out.fits t.hdr\n"
+               "  mtcprof dump logs/*.mtclog",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    mods = {}
+    for name, (modname, help_) in _MTCPROF_SUBCOMMANDS.items():
+        mod = importlib.import_module(modname)
+        sp = sub.add_parser(name, help=help_, description=(mod.__doc__ or help_).strip().splitlines()[0])
+        mod.add_arguments(sp)
+        mods[name] = mod
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if not args.command:
+        p.print_help(sys.stderr)
+        return 2
+    return mods[args.command].main(args)
 
 
 def mtcenvelope() -> int:

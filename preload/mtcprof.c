@@ -1,0 +1,1944 @@
+/* mtcprof: LD_PRELOAD shim that profiles the file I/O of one process.  See FORMAT.md.
+ *
+ * Shape of every wrapper (Darshan-like):
+ *     RESOLVE(name);                         real symbol, dlsym(RTLD_NEXT) once
+ *     if (!g_on || <fd not tracked>) return real(...);     pass-through
+ *     t0 = NOW(); ret = real(...); t1 = NOW();  SAVE_ERRNO; record(...); RESTORE_ERRNO; return ret;
+ * Hot path (read/write family on a tracked fd): one table load fd -> ofd -> file record, two rdtsc, plain adds
+ * while the process is single threaded (__libc_single_threaded) and relaxed atomics otherwise.  No heap, no lock.
+ * The shim's own I/O (log writing, /proc reads) uses raw syscalls, never the wrapped entry points.
+ */
+#define _GNU_SOURCE
+#define __NO_INLINE__ 1   /* no extern-inline stdio (getc_unlocked...) in the headers: we define some of them */
+#include "mtcprof.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/single_threaded.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define HAVE_TSC 1
+#endif
+
+#define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+#define SHIM_VERSION "mtcprof-shim 1.0 (log format 1)"
+
+/* ---------------------------------------------------------------- sizes */
+#define FD_MAX (1 << 16)
+#define FREC_MAX (1 << 16)
+#define HT_SIZE (1 << 17)
+#define OFD_MAX (1 << 16)
+#define PATHS_BYTES (16u << 20)
+#define GF_SLOTS 4096
+#define MAX_PREFIX 32
+#define ARGV_MAX_BYTES 32768
+
+/* ---------------------------------------------------------------- state */
+struct frec {
+    uint32_t id, flags, path_len, hash;
+    const char *path;
+    uint64_t last_end;                /* end offset of the previous read/write (discontinuity check) */
+    uint64_t c[NCOUNTERS];            /* times and timestamps in clock ticks until written out */
+    uint64_t hr[NBINS], hw[NBINS];
+};
+struct ofd {                          /* one open file description (shared by dup'd fds) */
+    struct frec *f;
+    int64_t pos;                      /* our idea of the file offset; -1 unknown */
+    uint32_t refs, next;
+};
+
+static int g_on;                      /* 1: tracing; 0: pure pass-through */
+static pid_t g_pid;
+static uint32_t g_origin;
+static uint64_t g_parent_start_ns;
+static char g_dir[PATH_MAX];
+static char g_host[256], g_run[256], g_task[256], g_stage[256], g_cwd[PATH_MAX], g_cwd0[PATH_MAX];
+static char g_incl_raw[4096], g_excl_raw[4096];
+static const char *g_incl[MAX_PREFIX], *g_excl[MAX_PREFIX + 4];
+static size_t g_incl_len[MAX_PREFIX], g_excl_len[MAX_PREFIX + 4];
+static int g_nincl, g_nexcl;
+static char g_prefix_store[8192];
+static int g_argc;
+static char **g_argv;
+
+static struct ofd *g_fdtab[FD_MAX];
+static struct frec *g_frecs;          /* FREC_MAX records (lazily backed mmap) */
+static uint32_t g_nfrec, g_files_dropped;
+static uint32_t *g_ht;                /* path hash -> frec index + 1 */
+static char *g_paths;
+static uint64_t g_paths_used;
+static struct ofd *g_ofds;            /* ofd pool, index 0 unused */
+static uint64_t g_ofd_free;           /* Treiber stack head: tag << 32 | index */
+static uint32_t g_ofd_bump = 1;
+
+static int g_trace;
+static struct mtc_op_rec *g_ops;
+static uint64_t g_nops, g_ops_max;
+static uint64_t g_munmaps;
+
+/* clock: ticks (TSC or monotonic ns) -> realtime ns */
+static uint64_t g_tick0, g_mono0, g_real0;
+
+/* exit bookkeeping */
+static int g_exit_status = -1;
+static uint32_t g_ended_by;
+static int g_signal;
+static int g_flushing;                /* 1 once a log was written (or is being written) */
+static int g_warned;
+
+static TLS int t_tid;
+static TLS int t_resolving;
+
+/* ---------------------------------------------------------------- small helpers (async-signal-safe) */
+static inline uint64_t NOW(void)
+{
+#ifdef HAVE_TSC
+    return __rdtsc();
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+static uint64_t clock_ns(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static size_t s_len(const char *s) { size_t n = 0; while (s[n]) n++; return n; }
+static void s_cpy(char *d, const char *s, size_t cap)
+{
+    size_t i = 0;
+    if (!s) s = "";
+    for (; s[i] && i + 1 < cap; i++) d[i] = s[i];
+    d[i] = 0;
+}
+static char *u64_str(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (n) *p++ = tmp[--n];
+    *p = 0;
+    return p;
+}
+static long sys_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        long r = syscall(SYS_write, fd, p, n);
+        if (r < 0) { if (errno == EINTR) continue; return -1; }
+        if (r == 0) { errno = ENOSPC; return -1; }
+        p += r; n -= (size_t)r;
+    }
+    return 0;
+}
+static void warn_once(const char *what, const char *path, int err)
+{
+    if (__atomic_exchange_n(&g_warned, 1, __ATOMIC_RELAXED)) return;
+    char msg[PATH_MAX + 256], *p = msg;
+    const char *parts[] = {"mtcprof: warning: ", what, " ", path ? path : "", ": errno ", NULL};
+    for (int i = 0; parts[i]; i++) { s_cpy(p, parts[i], sizeof msg - (size_t)(p - msg) - 32); p += s_len(p); }
+    p = u64_str(p, (uint64_t)err);
+    s_cpy(p, " (running untraced)\n", 32);
+    p += s_len(p);
+    sys_write_all(2, msg, (size_t)(p - msg));
+}
+
+/* ---------------------------------------------------------------- real symbols */
+static void *fallback_sym(const char *name);
+static void *resolve(const char *name, const char *version)
+{
+    void *p;
+    if (t_resolving) {               /* dlsym re-entered one of our wrappers */
+        p = fallback_sym(name);
+        if (p) return p;
+        static const char m[] = "mtcprof: recursive symbol resolution, aborting\n";
+        sys_write_all(2, m, sizeof m - 1);
+        abort();
+    }
+    t_resolving = 1;
+    p = version ? dlvsym(RTLD_NEXT, name, version) : dlsym(RTLD_NEXT, name);
+    t_resolving = 0;
+    return p;
+}
+#define DECL(ret, name, args) static ret(*real_##name) args
+#define RESOLVE(name)                                                                                           \
+    do {                                                                                                        \
+        if (UNLIKELY(!real_##name)) {                                                                           \
+            void *p_ = resolve(#name, NULL);                                                                    \
+            if (!p_) { errno = ENOSYS; missing_symbol(#name); }                                                 \
+            __atomic_store_n((void **)&real_##name, p_, __ATOMIC_RELAXED);                                      \
+        }                                                                                                       \
+    } while (0)
+static void missing_symbol(const char *name)
+{
+    static const char m[] = "mtcprof: cannot resolve real symbol ";
+    sys_write_all(2, m, sizeof m - 1);
+    sys_write_all(2, name, s_len(name));
+    sys_write_all(2, "\n", 1);
+    abort();
+}
+
+/* fallbacks used only when dlsym itself re-enters a wrapper: raw syscalls */
+static int fb_open(const char *p, int f, ...) { va_list a; va_start(a, f); int m = va_arg(a, int); va_end(a); return (int)syscall(SYS_openat, AT_FDCWD, p, f, m); }
+static ssize_t fb_read(int fd, void *b, size_t n) { return syscall(SYS_read, fd, b, n); }
+static ssize_t fb_write(int fd, const void *b, size_t n) { return syscall(SYS_write, fd, b, n); }
+static int fb_close(int fd) { return (int)syscall(SYS_close, fd); }
+static int fb_fstat(int fd, struct stat *st) { return (int)syscall(SYS_fstat, fd, st); }
+static void *fallback_sym(const char *name)
+{
+    if (!strcmp(name, "open") || !strcmp(name, "open64")) return (void *)fb_open;
+    if (!strcmp(name, "read")) return (void *)fb_read;
+    if (!strcmp(name, "write")) return (void *)fb_write;
+    if (!strcmp(name, "close")) return (void *)fb_close;
+    if (!strcmp(name, "fstat") || !strcmp(name, "fstat64")) return (void *)fb_fstat;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- counters */
+static inline void ADD(uint64_t *p, uint64_t v)
+{
+    if (LIKELY(__libc_single_threaded)) *p += v;
+    else __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+static inline void MAXU(uint64_t *p, uint64_t v)
+{
+    if (LIKELY(__libc_single_threaded)) { if (v > *p) *p = v; return; }
+    uint64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (v > cur && !__atomic_compare_exchange_n(p, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+}
+static inline void MINU_NZ(uint64_t *p, uint64_t v)   /* first-open timestamp: min over nonzero */
+{
+    uint64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while ((cur == 0 || v < cur) && !__atomic_compare_exchange_n(p, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+}
+static inline uint64_t XCHG(uint64_t *p, uint64_t v)
+{
+    if (LIKELY(__libc_single_threaded)) { uint64_t o = *p; *p = v; return o; }
+    return __atomic_exchange_n(p, v, __ATOMIC_RELAXED);
+}
+static inline int64_t POS_ADVANCE(int64_t *p, int64_t n)
+{
+    if (LIKELY(__libc_single_threaded)) { int64_t o = *p; *p = o + n; return o; }
+    return __atomic_fetch_add(p, n, __ATOMIC_RELAXED);
+}
+static inline int size_bin(uint64_t n)
+{
+    return n < 100 ? 0 : n < 1024 ? 1 : n < 10240 ? 2 : n < 102400 ? 3 : n < 1048576 ? 4
+         : n < 4194304 ? 5 : n < 10485760 ? 6 : n < 104857600 ? 7 : n < 1073741824 ? 8 : 9;
+}
+static inline int gettid_cached(void)
+{
+    if (UNLIKELY(!t_tid)) t_tid = (int)syscall(SYS_gettid);
+    return t_tid;
+}
+static inline void trace(uint16_t op, uint16_t fl, const struct frec *f, int64_t off, int64_t len, uint64_t t0,
+                         uint64_t t1, int err)
+{
+    uint64_t i = __libc_single_threaded ? g_nops++ : __atomic_fetch_add(&g_nops, 1, __ATOMIC_RELAXED);
+    if (i >= g_ops_max) return;
+    struct mtc_op_rec *o = &g_ops[i];
+    o->start_ns = t0; o->dur_ns = t1 - t0; o->offset = off; o->length = len;
+    o->file = f->id; o->tid = (uint32_t)gettid_cached(); o->op = op; o->flags = fl; o->err = err;
+}
+
+/* one read or write of n bytes (n < 0: failed call) at offset off (-1 unknown) */
+static inline void rec_rw(struct frec *f, int wr, int64_t off, int64_t n, uint64_t t0, uint64_t t1, uint16_t fl,
+                          int err)
+{
+    if (UNLIKELY(n < 0)) {
+        ADD(&f->c[C_ERRORS], 1);
+        ADD(&f->c[wr ? C_T_WRITE : C_T_READ], t1 - t0);
+    } else {
+        ADD(&f->c[wr ? C_WRITES : C_READS], 1);
+        ADD(&f->c[wr ? C_BYTES_WRITTEN : C_BYTES_READ], (uint64_t)n);
+        ADD(&f->c[wr ? C_T_WRITE : C_T_READ], t1 - t0);
+        ADD(&(wr ? f->hw : f->hr)[size_bin((uint64_t)n)], 1);
+        if (off >= 0) {
+            uint64_t end = (uint64_t)off + (uint64_t)n;
+            if (XCHG(&f->last_end, end) != (uint64_t)off) ADD(&f->c[wr ? C_WRITE_DISCONT : C_READ_DISCONT], 1);
+            if (n > 0) MAXU(&f->c[C_MAX_OFFSET], end);
+        }
+    }
+    if (UNLIKELY(g_trace)) trace(wr ? OP_WRITE : OP_READ, fl, f, off, n, t0, t1, n < 0 ? err : 0);
+}
+static inline void rec_meta(struct frec *f, int counter, uint16_t op, uint64_t t0, uint64_t t1, int failed, int err,
+                            int64_t off)
+{
+    if (failed) ADD(&f->c[C_ERRORS], 1);
+    else ADD(&f->c[counter], 1);
+    ADD(&f->c[C_T_META], t1 - t0);
+    if (UNLIKELY(g_trace)) trace(op, 0, f, off, failed ? -1 : 0, t0, t1, failed ? err : 0);
+}
+
+/* ---------------------------------------------------------------- paths and file records */
+static uint32_t hash_path(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ull; }
+    return (uint32_t)(h ^ (h >> 32));
+}
+/* lexical normalisation in place: collapse //, /./, /../ (no symlink resolution) */
+static size_t norm_inplace(char *p)
+{
+    char *out = p;
+    const char *in = p;
+    size_t o = 0;
+    while (*in) {
+        while (*in == '/') in++;
+        if (!*in) break;
+        const char *seg = in;
+        while (*in && *in != '/') in++;
+        size_t n = (size_t)(in - seg);
+        if (n == 1 && seg[0] == '.') continue;
+        if (n == 2 && seg[0] == '.' && seg[1] == '.') {
+            while (o > 0 && out[o - 1] != '/') o--;
+            if (o > 0) o--;
+            continue;
+        }
+        out[o++] = '/';
+        memmove(out + o, seg, n);
+        o += n;
+    }
+    if (o == 0) out[o++] = '/';
+    out[o] = 0;
+    return o;
+}
+static struct ofd *fd_ofd(int fd)
+{
+    return LIKELY((unsigned)fd < FD_MAX) ? __atomic_load_n(&g_fdtab[fd], __ATOMIC_ACQUIRE) : NULL;
+}
+/* absolute normalised path of (dirfd, path) into out[PATH_MAX]; 0 on failure */
+static size_t abs_path(int dirfd, const char *path, char *out)
+{
+    if (!path || !*path) return 0;
+    size_t n = s_len(path), bl = 0;
+    if (path[0] != '/') {
+        if (dirfd == AT_FDCWD) {
+            bl = s_len(g_cwd);
+            if (bl + 1 + n + 1 > PATH_MAX) return 0;
+            memcpy(out, g_cwd, bl);
+        } else {
+            struct ofd *o = fd_ofd(dirfd);
+            if (o && o->f->path_len + 1 + n + 1 <= PATH_MAX) {
+                bl = o->f->path_len;
+                memcpy(out, o->f->path, bl);
+            } else {
+                char lnk[64] = "/proc/self/fd/";
+                u64_str(lnk + 14, (uint64_t)dirfd);
+                long r = syscall(SYS_readlinkat, AT_FDCWD, lnk, out, PATH_MAX - 1);
+                if (r <= 0 || out[0] != '/' || (size_t)r + 1 + n + 1 > PATH_MAX) return 0;
+                bl = (size_t)r;
+            }
+        }
+        out[bl++] = '/';
+    } else if (n + 1 > PATH_MAX) return 0;
+    memcpy(out + bl, path, n + 1);
+    return norm_inplace(out);
+}
+static int prefix_match(const char *p, size_t pl, const char *pre, size_t n)
+{
+    if (pl < n || memcmp(p, pre, n)) return 0;
+    return pl == n || p[n] == '/' || (n > 0 && pre[n - 1] == '/');
+}
+static int excluded(const char *p, size_t pl)
+{
+    for (int i = 0; i < g_nexcl; i++)
+        if (prefix_match(p, pl, g_excl[i], g_excl_len[i])) return 1;
+    if (!g_nincl) return 0;
+    for (int i = 0; i < g_nincl; i++)
+        if (prefix_match(p, pl, g_incl[i], g_incl_len[i])) return 0;
+    return 1;
+}
+/* find or create the record of an absolute normalised path; lock-free (CAS on the hash slot) */
+static struct frec *frec_get(const char *p, size_t pl, uint32_t flags)
+{
+    uint32_t h = hash_path(p, pl);
+    for (uint32_t i = 0; i < HT_SIZE; i++) {
+        uint32_t *slot = &g_ht[(h + i) & (HT_SIZE - 1)];
+        uint32_t v = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+        if (v) {
+            struct frec *f = &g_frecs[v - 1];
+            if (f->hash == h && f->path_len == pl && !memcmp(f->path, p, pl)) {
+                if ((f->flags & flags) != flags) __atomic_fetch_or(&f->flags, flags, __ATOMIC_RELAXED);
+                return f;
+            }
+            continue;
+        }
+        /* new record */
+        uint32_t idx = __atomic_fetch_add(&g_nfrec, 1, __ATOMIC_RELAXED);
+        uint64_t po = __atomic_fetch_add(&g_paths_used, pl + 1, __ATOMIC_RELAXED);
+        if (idx >= FREC_MAX || po + pl + 1 > PATHS_BYTES) {
+            if (idx >= FREC_MAX) __atomic_store_n(&g_nfrec, FREC_MAX, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&g_files_dropped, 1, __ATOMIC_RELAXED);
+            return NULL;
+        }
+        struct frec *f = &g_frecs[idx];
+        memcpy(g_paths + po, p, pl + 1);
+        f->id = idx; f->flags = flags; f->path_len = (uint32_t)pl; f->hash = h; f->path = g_paths + po;
+        uint32_t expect = 0;
+        if (__atomic_compare_exchange_n(slot, &expect, idx + 1, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) return f;
+        /* lost the race for this slot: the record stays unused (no counters, never written) */
+        f->path_len = 0; f->hash = 0;
+        i--;   /* re-examine the same slot */
+    }
+    return NULL;
+}
+static struct frec *frec_at(int dirfd, const char *path, uint32_t flags)
+{
+    char buf[PATH_MAX];
+    size_t n = abs_path(dirfd, path, buf);
+    if (!n || excluded(buf, n)) return NULL;
+    return frec_get(buf, n, flags);
+}
+
+/* ofd pool: Treiber stack with a tag against ABA */
+static struct ofd *ofd_new(struct frec *f, int64_t pos)
+{
+    uint32_t idx;
+    uint64_t h = __atomic_load_n(&g_ofd_free, __ATOMIC_ACQUIRE);
+    for (;;) {
+        idx = (uint32_t)h;
+        if (!idx) {
+            idx = __atomic_fetch_add(&g_ofd_bump, 1, __ATOMIC_RELAXED);
+            if (idx >= OFD_MAX) return NULL;
+            break;
+        }
+        uint64_t nh = ((h >> 32) + 1) << 32 | __atomic_load_n(&g_ofds[idx].next, __ATOMIC_RELAXED);
+        if (__atomic_compare_exchange_n(&g_ofd_free, &h, nh, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) break;
+    }
+    struct ofd *o = &g_ofds[idx];
+    o->f = f; o->pos = pos; o->refs = 1;
+    return o;
+}
+static void ofd_put(struct ofd *o)
+{
+    if (!o || __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL)) return;
+    uint32_t idx = (uint32_t)(o - g_ofds);
+    uint64_t h = __atomic_load_n(&g_ofd_free, __ATOMIC_ACQUIRE);
+    do {
+        __atomic_store_n(&o->next, (uint32_t)h, __ATOMIC_RELAXED);
+    } while (!__atomic_compare_exchange_n(&g_ofd_free, &h, ((h >> 32) + 1) << 32 | idx, 1, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_ACQUIRE));
+}
+static void fd_install(int fd, struct ofd *o)
+{
+    if ((unsigned)fd >= FD_MAX) { ofd_put(o); return; }
+    ofd_put(__atomic_exchange_n(&g_fdtab[fd], o, __ATOMIC_ACQ_REL));
+}
+static struct ofd *fd_take(int fd)
+{
+    if ((unsigned)fd >= FD_MAX) return NULL;
+    if (!__atomic_load_n(&g_fdtab[fd], __ATOMIC_RELAXED)) return NULL;
+    return __atomic_exchange_n(&g_fdtab[fd], NULL, __ATOMIC_ACQ_REL);
+}
+
+/* register a successful open of (dirfd, path) as fd */
+static void reg_open(int fd, int dirfd, const char *path, int oflags, int created, uint64_t t0, uint64_t t1,
+                     uint32_t ff)
+{
+    struct frec *f = frec_at(dirfd, path, ff | (created ? FF_CREATED : 0));
+    if (!f) { ofd_put(fd_take(fd)); return; }
+    int64_t pos = 0;
+    if (oflags & O_APPEND) {
+        struct stat st;
+        pos = syscall(SYS_fstat, fd, &st) == 0 ? (int64_t)st.st_size : -1;
+    }
+    struct ofd *o = ofd_new(f, pos);
+    if (o) fd_install(fd, o); else ofd_put(fd_take(fd));
+    ADD(&f->c[C_OPENS], 1);
+    if (created) ADD(&f->c[C_CREATES], 1);
+    ADD(&f->c[C_T_OPEN], t1 - t0);
+    MINU_NZ(&f->c[C_FIRST_OPEN], t0);
+    if (UNLIKELY(g_trace)) trace(OP_OPEN, (uint16_t)((created ? OF_CREATED : 0) | (ff & FF_STDIO ? OF_STDIO : 0)), f, -1, 0, t0, t1, 0);
+}
+static void rec_close(struct ofd *o, uint64_t t0, uint64_t t1, uint16_t fl)
+{
+    struct frec *f = o->f;
+    ADD(&f->c[C_CLOSES], 1);
+    ADD(&f->c[C_T_CLOSE], t1 - t0);
+    MAXU(&f->c[C_LAST_CLOSE], t1);
+    if (UNLIKELY(g_trace)) trace(OP_CLOSE, fl, f, -1, 0, t0, t1, 0);
+    ofd_put(o);
+}
+
+#define SAVE_ERRNO int saved_errno_ = errno
+#define RESTORE_ERRNO errno = saved_errno_
+
+/* ---------------------------------------------------------------- log writer (async-signal-safe) */
+static char g_wbuf[1 << 16];
+static size_t g_wlen;
+static int g_wfd, g_werr, g_nrec;
+static uint64_t g_wtotal;
+static double g_scale;                /* ns per tick */
+
+static void wb_flush(void)
+{
+    if (g_wlen && !g_werr && sys_write_all(g_wfd, g_wbuf, g_wlen) < 0) g_werr = errno ? errno : EIO;
+    g_wtotal += g_wlen;
+    g_wlen = 0;
+}
+static void wb_put(const void *p, size_t n)
+{
+    const char *s = p;
+    while (n) {
+        size_t k = sizeof g_wbuf - g_wlen;
+        if (k > n) k = n;
+        memcpy(g_wbuf + g_wlen, s, k);
+        g_wlen += k; s += k; n -= k;
+        if (g_wlen == sizeof g_wbuf) wb_flush();
+    }
+}
+static void wb_pad(size_t n)
+{
+    static const char z[8];
+    if (n % 8) wb_put(z, 8 - n % 8);
+}
+static void wb_rec(uint16_t type, uint32_t len)
+{
+    uint16_t h[2] = {type, 0};
+    wb_put(h, 4);
+    wb_put(&len, 4);
+    g_nrec++;
+}
+static void wb_str(uint32_t key, const char *s, size_t n)
+{
+    uint32_t len = (uint32_t)((8 + n + 7) & ~(size_t)7);
+    wb_rec(R_STR, len);
+    uint32_t kv[2] = {key, (uint32_t)n};
+    wb_put(kv, 8);
+    wb_put(s, n);
+    wb_pad(n);
+}
+static inline uint64_t tick_ns(uint64_t t) { return t ? g_real0 + (uint64_t)((double)(int64_t)(t - g_tick0) * g_scale) : 0; }
+static inline uint64_t dur_ns(uint64_t d) { return (uint64_t)((double)d * g_scale); }
+
+static int frec_active(const struct frec *f)
+{
+    if (!f->path_len) return 0;
+    for (int i = 0; i < NCOUNTERS; i++)
+        if (f->c[i]) return 1;
+    return 0;
+}
+/* gfarm2fs mount points from /proc/self/mounts */
+static void wb_mounts(void)
+{
+    char buf[8192];
+    size_t have = 0;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/mounts", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    for (;;) {
+        long r = syscall(SYS_read, fd, buf + have, sizeof buf - 1 - have);
+        if (r <= 0 && have == 0) break;
+        if (r > 0) have += (size_t)r;
+        size_t start = 0;
+        for (size_t i = 0; i < have; i++) {
+            if (buf[i] != '\n') continue;
+            buf[i] = 0;
+            char *fld[3] = {0};
+            char *q = buf + start;
+            for (int k = 0; k < 3 && q; k++) {
+                fld[k] = q;
+                q = strchr(q, ' ');
+                if (q) *q++ = 0;
+            }
+            if (fld[2] && !strcmp(fld[2], "fuse.gfarm2fs")) {
+                char mp[PATH_MAX];   /* unescape \040 etc. */
+                size_t o = 0;
+                for (char *s = fld[1]; *s && o + 1 < sizeof mp; s++) {
+                    if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] && s[3]) {
+                        mp[o++] = (char)(((s[1] - '0') << 6) | ((s[2] - '0') << 3) | (s[3] - '0'));
+                        s += 3;
+                    } else mp[o++] = *s;
+                }
+                wb_str(S_GFARM_MOUNT, mp, o);
+            }
+            start = i + 1;
+        }
+        if (r <= 0) break;
+        if (start == 0 && have == sizeof buf - 1) have = 0;   /* absurdly long line: drop */
+        memmove(buf, buf + start, have - start);
+        have -= start;
+    }
+    syscall(SYS_close, fd);
+}
+static void wb_argv(void)
+{
+    char buf[ARGV_MAX_BYTES];
+    size_t n = 0;
+    int trunc = 0;
+    for (int i = 0; g_argv && i < g_argc && g_argv[i]; i++) {
+        size_t l = s_len(g_argv[i]) + 1;
+        if (n + l > sizeof buf) { trunc = 1; break; }
+        memcpy(buf + n, g_argv[i], l);
+        n += l;
+    }
+    wb_str(S_ARGV, buf, n);
+    if (trunc) wb_str(S_ARGV_TRUNCATED, "1", 1);
+}
+
+/* Write the log; returns 0 on success.  Only one writer ever runs (g_flushing). */
+static int write_log(uint32_t ended_by)
+{
+    if (__atomic_exchange_n(&g_flushing, 1, __ATOMIC_ACQ_REL)) return 0;
+    int saved = errno;
+    if (!g_ended_by) g_ended_by = ended_by;
+    uint64_t t_end = NOW(), mono_end = clock_ns(CLOCK_MONOTONIC), real_end = clock_ns(CLOCK_REALTIME);
+#ifdef HAVE_TSC
+    g_scale = t_end > g_tick0 ? (double)(mono_end - g_mono0) / (double)(t_end - g_tick0) : 1.0;
+#else
+    g_scale = 1.0;
+#endif
+    (void)real_end;
+    uint64_t start_ns = g_real0;
+    /* names: <dir>/<host>.<pid>.<start_ns>.mtclog, written as .<same>.tmp then renamed */
+    char fin[PATH_MAX + 128], tmp[PATH_MAX + 160], *p;
+    s_cpy(fin, g_dir, PATH_MAX);
+    p = fin + s_len(fin);
+    *p++ = '/';
+    s_cpy(p, g_host, 128); p += s_len(p); *p++ = '.';
+    p = u64_str(p, (uint64_t)g_pid); *p++ = '.';
+    p = u64_str(p, start_ns);
+    s_cpy(p, ".mtclog", 8);
+    size_t dl = s_len(g_dir);
+    memcpy(tmp, fin, dl + 1);
+    tmp[dl + 1] = '.';
+    s_cpy(tmp + dl + 2, fin + dl + 1, sizeof tmp - dl - 8);
+    memcpy(tmp + s_len(tmp), ".tmp", 5);
+
+    g_wfd = (int)syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (g_wfd < 0) { warn_once("cannot create log", tmp, errno); errno = saved; return -1; }
+    g_wlen = 0; g_werr = 0; g_nrec = 0; g_wtotal = 0;
+
+    /* header */
+    char hdr[32] = {0};
+    memcpy(hdr, MTC_MAGIC, 8);
+    uint16_t v16[2] = {MTC_VERSION, 32};
+    uint32_t bom = MTC_BOM;
+    memcpy(hdr + 8, v16, 4);
+    memcpy(hdr + 12, &bom, 4);
+    memcpy(hdr + 16, &real_end, 8);
+    wb_put(hdr, 32);
+
+    uint32_t nf = 0, nfrec = __atomic_load_n(&g_nfrec, __ATOMIC_ACQUIRE);
+    if (nfrec > FREC_MAX) nfrec = FREC_MAX;
+    for (uint32_t i = 0; i < nfrec; i++) nf += (uint32_t)frec_active(&g_frecs[i]);
+    uint64_t nops = __atomic_load_n(&g_nops, __ATOMIC_ACQUIRE);
+    uint64_t traced = nops < g_ops_max ? nops : g_ops_max;
+
+    struct mtc_proc_rec pr;
+    memset(&pr, 0, sizeof pr);
+    pr.pid = g_pid;
+    pr.ppid = (int32_t)syscall(SYS_getppid);
+    pr.uid = (uint32_t)syscall(SYS_getuid);
+    pr.origin = g_origin;
+    pr.start_ns = start_ns;
+    pr.end_ns = tick_ns(t_end);
+    pr.exit_status = g_exit_status;
+    pr.ended_by = g_ended_by;
+    pr.signal = g_signal;
+    pr.n_files = nf;
+    pr.ops_traced = traced;
+    pr.ops_dropped = nops - traced;
+    pr.files_dropped = g_files_dropped;
+    pr.trace_flags = g_trace ? 1 : 0;
+    pr.munmaps = g_munmaps;
+    pr.parent_start_ns = g_parent_start_ns;
+    wb_rec(R_PROC, sizeof pr);
+    wb_put(&pr, sizeof pr);
+
+    wb_str(S_HOST, g_host, s_len(g_host));
+    if (g_run[0]) wb_str(S_RUN, g_run, s_len(g_run));
+    if (g_task[0]) wb_str(S_TASK, g_task, s_len(g_task));
+    if (g_stage[0]) wb_str(S_STAGE, g_stage, s_len(g_stage));
+    {
+        char exe[PATH_MAX];
+        long r = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe);
+        if (r > 0) wb_str(S_EXE, exe, (size_t)r);
+    }
+    wb_argv();
+    wb_str(S_CWD, g_cwd0, s_len(g_cwd0));
+    wb_str(S_LOGDIR, g_dir, s_len(g_dir));
+    if (g_incl_raw[0]) wb_str(S_INCLUDE, g_incl_raw, s_len(g_incl_raw));
+    if (g_excl_raw[0]) wb_str(S_EXCLUDE, g_excl_raw, s_len(g_excl_raw));
+    wb_str(S_SHIM_VERSION, SHIM_VERSION, sizeof SHIM_VERSION - 1);
+    wb_mounts();
+
+    for (uint32_t i = 0; i < nfrec; i++) {
+        const struct frec *f = &g_frecs[i];
+        if (!frec_active(f)) continue;
+        uint32_t len = (uint32_t)(16 + 8 * (NCOUNTERS + 2 * NBINS) + ((f->path_len + 7) & ~7u));
+        wb_rec(R_FILE, len);
+        uint32_t h4[4] = {f->id, f->flags, f->path_len, NCOUNTERS | (NBINS << 16)};
+        wb_put(h4, 16);
+        uint64_t c[NCOUNTERS];
+        for (int k = 0; k < NCOUNTERS; k++) c[k] = f->c[k];
+        for (int k = C_T_OPEN; k <= C_T_META; k++) c[k] = dur_ns(c[k]);
+        c[C_FIRST_OPEN] = tick_ns(c[C_FIRST_OPEN]);
+        c[C_LAST_CLOSE] = tick_ns(c[C_LAST_CLOSE]);
+        wb_put(c, sizeof c);
+        wb_put(f->hr, sizeof f->hr);
+        wb_put(f->hw, sizeof f->hw);
+        wb_put(f->path, f->path_len);
+        wb_pad(f->path_len);
+    }
+    /* op trace: records of at most 1M ops each */
+    for (uint64_t done = 0; done < traced;) {
+        uint64_t k = traced - done;
+        if (k > (1u << 20)) k = 1u << 20;
+        wb_rec(R_OPS, (uint32_t)(8 + k * sizeof(struct mtc_op_rec)));
+        uint32_t oh[2] = {(uint32_t)k, (uint32_t)sizeof(struct mtc_op_rec)};
+        wb_put(oh, 8);
+        for (uint64_t j = 0; j < k; j++) {
+            struct mtc_op_rec o = g_ops[done + j];
+            o.start_ns = tick_ns(o.start_ns);
+            o.dur_ns = dur_ns(o.dur_ns);
+            if (o.op == OP_RENAME) {}   /* offset holds the destination file id */
+            wb_put(&o, sizeof o);
+        }
+        done += k;
+    }
+    uint32_t nrec = (uint32_t)g_nrec;
+    wb_rec(R_END, 16);
+    uint64_t total = g_wtotal + g_wlen - 8;
+    uint32_t e2[2] = {nrec, 0};
+    wb_put(e2, 8);
+    wb_put(&total, 8);
+    wb_flush();
+    syscall(SYS_close, g_wfd);
+    if (g_werr) {
+        syscall(SYS_unlinkat, AT_FDCWD, tmp, 0);
+        warn_once("cannot write log", tmp, g_werr);
+        errno = saved;
+        return -1;
+    }
+    if (syscall(SYS_renameat, AT_FDCWD, tmp, AT_FDCWD, fin) < 0) {
+        warn_once("cannot rename log", fin, errno);
+        syscall(SYS_unlinkat, AT_FDCWD, tmp, 0);
+        errno = saved;
+        return -1;
+    }
+    errno = saved;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- init, fork, signals */
+static void *arena(size_t bytes)
+{
+    long r = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return (r == -1 || (unsigned long)r > -4096UL) ? NULL : (void *)r;
+}
+static void parse_prefixes(const char *raw, const char **arr, size_t *lens, int *n, int max, char **store,
+                           char *store_end)
+{
+    const char *s = raw;
+    while (s && *s && *n < max) {
+        const char *e = strchr(s, ':');
+        size_t l = e ? (size_t)(e - s) : s_len(s);
+        if (l && *store + l + 1 < store_end && s[0] == '/') {
+            memcpy(*store, s, l);
+            (*store)[l] = 0;
+            while (l > 1 && (*store)[l - 1] == '/') (*store)[--l] = 0;
+            arr[*n] = *store; lens[*n] = l; (*n)++;
+            *store += l + 1;
+        }
+        s = e ? e + 1 : NULL;
+    }
+}
+static void time_base(void)
+{
+    g_tick0 = NOW();
+    g_mono0 = clock_ns(CLOCK_MONOTONIC);
+    g_real0 = clock_ns(CLOCK_REALTIME);
+#ifndef HAVE_TSC
+    g_tick0 = g_mono0;
+#endif
+}
+/* register fds that are open at start (redirections, inherited files) */
+static void scan_inherited(void)
+{
+    int dfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return;
+    char buf[4096];
+    for (;;) {
+        long n = syscall(SYS_getdents64, dfd, buf, sizeof buf);
+        if (n <= 0) break;
+        for (long off = 0; off < n;) {
+            struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[]; } *d = (void *)(buf + off);
+            off += d->reclen;
+            if (d->name[0] < '0' || d->name[0] > '9') continue;
+            int fd = atoi(d->name);
+            if (fd == dfd || fd >= FD_MAX) continue;
+            struct stat st;
+            if (syscall(SYS_fstat, fd, &st) || !S_ISREG(st.st_mode)) continue;
+            char lnk[64] = "/proc/self/fd/", path[PATH_MAX];
+            u64_str(lnk + 14, (uint64_t)fd);
+            long r = syscall(SYS_readlinkat, AT_FDCWD, lnk, path, PATH_MAX - 1);
+            if (r <= 0 || path[0] != '/') continue;
+            path[r] = 0;
+            size_t pl = norm_inplace(path);
+            if (excluded(path, pl)) continue;
+            struct frec *f = frec_get(path, pl, FF_INHERITED);
+            if (!f) continue;
+            long pos = syscall(SYS_lseek, fd, 0, SEEK_CUR);
+            struct ofd *o = ofd_new(f, pos < 0 ? -1 : pos);
+            if (o) fd_install(fd, o);
+        }
+    }
+    syscall(SYS_close, dfd);
+}
+static const int g_fatal[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGPIPE,
+                              SIGXCPU, SIGXFSZ, SIGUSR1, SIGUSR2, SIGALRM};
+static void on_fatal(int sig)
+{
+    int saved = errno;
+    g_signal = sig;
+    write_log(E_SIGNAL);
+    /* re-raise with the original (default) disposition */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigaction(sig, &sa, NULL);
+    sigset_t ss;
+    sigemptyset(&ss);
+    sigaddset(&ss, sig);
+    syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &ss, NULL, 8);
+    syscall(SYS_tgkill, (int)syscall(SYS_getpid), (int)syscall(SYS_gettid), sig);
+    errno = saved;   /* synchronous faults re-fault on return with SIG_DFL */
+}
+static void install_signals(void)
+{
+    for (size_t i = 0; i < sizeof g_fatal / sizeof g_fatal[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(g_fatal[i], NULL, &old) || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(g_fatal[i], &sa, NULL);
+    }
+}
+static void atfork_child(void)
+{
+    if (!g_on) return;
+    t_tid = 0;
+    g_parent_start_ns = g_real0;
+    g_origin = 1;
+    g_pid = (pid_t)syscall(SYS_getpid);
+    time_base();
+    /* fresh record set: keep paths and the fd table (fds are inherited), zero every counter */
+    uint32_t n = g_nfrec > FREC_MAX ? FREC_MAX : g_nfrec;
+    for (uint32_t i = 0; i < n; i++) {
+        struct frec *f = &g_frecs[i];
+        memset(f->c, 0, sizeof f->c);
+        memset(f->hr, 0, sizeof f->hr);
+        memset(f->hw, 0, sizeof f->hw);
+        f->flags |= FF_INHERITED;
+        f->flags &= ~FF_CREATED;
+    }
+    g_nops = 0; g_munmaps = 0; g_files_dropped = 0;
+    g_exit_status = -1; g_ended_by = 0; g_signal = 0;
+    g_flushing = 0;
+}
+static const char *env_or(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : dflt;
+}
+
+__attribute__((constructor(101))) static void mtc_init(int argc, char **argv, char **envp)
+{
+    (void)envp;
+    const char *dir = getenv("MTCPROF_DIR");
+    if (!dir || !*dir) return;                  /* not configured: pure pass-through */
+    g_argc = argc; g_argv = argv;
+    int saved = errno;
+    g_pid = (pid_t)syscall(SYS_getpid);
+    if (syscall(SYS_getcwd, g_cwd, sizeof g_cwd) < 0) g_cwd[0] = 0;
+    s_cpy(g_cwd0, g_cwd, sizeof g_cwd0);
+    if (dir[0] == '/') s_cpy(g_dir, dir, sizeof g_dir);
+    else { s_cpy(g_dir, g_cwd, sizeof g_dir); size_t l = s_len(g_dir); g_dir[l] = '/'; s_cpy(g_dir + l + 1, dir, sizeof g_dir - l - 1); }
+    norm_inplace(g_dir);
+    struct stat st;
+    if (syscall(SYS_stat, g_dir, &st) < 0) { warn_once("log folder missing", g_dir, errno); errno = saved; return; }
+    if (!S_ISDIR(st.st_mode)) { warn_once("log folder is not a directory", g_dir, ENOTDIR); errno = saved; return; }
+    if (syscall(SYS_faccessat, AT_FDCWD, g_dir, W_OK | X_OK, 0) < 0) { warn_once("log folder not writable", g_dir, errno); errno = saved; return; }
+
+    const char *h = getenv("MTCPROF_HOST");
+    if (h && *h) s_cpy(g_host, h, sizeof g_host);
+    else { struct utsname u; if (uname(&u) == 0) s_cpy(g_host, u.nodename, sizeof g_host); else s_cpy(g_host, "localhost", sizeof g_host); }
+    for (char *c = g_host; *c; c++) if (*c == '/') *c = '_';
+    s_cpy(g_run, env_or("MTCPROF_RUN", ""), sizeof g_run);
+    s_cpy(g_task, env_or("MTCPROF_TASK", ""), sizeof g_task);
+    s_cpy(g_stage, env_or("MTCPROF_STAGE", ""), sizeof g_stage);
+    s_cpy(g_incl_raw, env_or("MTCPROF_INCLUDE", ""), sizeof g_incl_raw);
+    s_cpy(g_excl_raw, env_or("MTCPROF_EXCLUDE", ""), sizeof g_excl_raw);
+    char *store = g_prefix_store, *store_end = g_prefix_store + sizeof g_prefix_store;
+    static const char *dflt[] = {"/proc", "/sys", "/dev"};
+    for (int i = 0; i < 3; i++) { g_excl[g_nexcl] = dflt[i]; g_excl_len[g_nexcl++] = s_len(dflt[i]); }
+    g_excl[g_nexcl] = g_dir; g_excl_len[g_nexcl++] = s_len(g_dir);
+    parse_prefixes(g_excl_raw, g_excl, g_excl_len, &g_nexcl, MAX_PREFIX + 4, &store, store_end);
+    parse_prefixes(g_incl_raw, g_incl, g_incl_len, &g_nincl, MAX_PREFIX, &store, store_end);
+
+    const char *tr = env_or("MTCPROF_TRACE", "");
+    if (!strcmp(tr, "ops")) {
+        g_ops_max = 1u << 22;
+        const char *m = getenv("MTCPROF_TRACE_MAX");
+        if (m && *m) g_ops_max = strtoull(m, NULL, 10);
+        g_ops = g_ops_max ? arena(g_ops_max * sizeof(struct mtc_op_rec)) : NULL;
+        g_trace = g_ops != NULL;
+    }
+    g_frecs = arena(sizeof(struct frec) * FREC_MAX);
+    g_ht = arena(sizeof(uint32_t) * HT_SIZE);
+    g_paths = arena(PATHS_BYTES);
+    g_ofds = arena(sizeof(struct ofd) * OFD_MAX);
+    if (!g_frecs || !g_ht || !g_paths || !g_ofds) { warn_once("cannot reserve memory", "", ENOMEM); errno = saved; return; }
+    time_base();
+    scan_inherited();
+    install_signals();
+    pthread_atfork(NULL, NULL, atfork_child);
+    __atomic_store_n(&g_on, 1, __ATOMIC_RELEASE);
+    errno = saved;
+}
+__attribute__((destructor(101))) static void mtc_fini(void)
+{
+    if (g_on) write_log(E_DESTRUCTOR);
+}
+
+/* main()'s return value: wrap __libc_start_main */
+static int (*g_main)(int, char **, char **);
+static int main_hook(int argc, char **argv, char **envp)
+{
+    int r = g_main(argc, argv, envp);
+    if (g_on && !g_ended_by) { g_exit_status = r & 0xff; g_ended_by = E_MAIN_RETURN; }
+    return r;
+}
+DECL(int, __libc_start_main, (int (*)(int, char **, char **), int, char **, void (*)(void), void (*)(void),
+                              void (*)(void), void *));
+EXPORT int __libc_start_main(int (*m)(int, char **, char **), int argc, char **argv, void (*init)(void),
+                             void (*fini)(void), void (*rtld_fini)(void), void *stack_end)
+{
+    RESOLVE(__libc_start_main);
+    g_main = m;
+    return real___libc_start_main(main_hook, argc, argv, init, fini, rtld_fini, stack_end);
+}
+
+/* ---------------------------------------------------------------- process end and exec */
+DECL(void, exit, (int));
+DECL(void, _exit, (int));
+DECL(void, _Exit, (int));
+EXPORT void exit(int status)
+{
+    RESOLVE(exit);
+    if (g_on && !g_ended_by) { g_exit_status = status & 0xff; g_ended_by = E_EXIT; }
+    real_exit(status);
+    __builtin_unreachable();
+}
+EXPORT void _exit(int status)
+{
+    RESOLVE(_exit);
+    if (g_on) { if (!g_ended_by) { g_exit_status = status & 0xff; g_ended_by = E__EXIT; } write_log(E__EXIT); }
+    real__exit(status);
+    __builtin_unreachable();
+}
+EXPORT void _Exit(int status)
+{
+    RESOLVE(_Exit);
+    if (g_on) { if (!g_ended_by) { g_exit_status = status & 0xff; g_ended_by = E__EXIT; } write_log(E__EXIT); }
+    real__Exit(status);
+    __builtin_unreachable();
+}
+/* before exec: write this image's log if it did any file I/O (the new image starts its own log) */
+static int pre_exec(void)
+{
+    if (!g_on) return 0;
+    uint32_t n = g_nfrec > FREC_MAX ? FREC_MAX : g_nfrec;
+    int active = g_nops > 0;
+    for (uint32_t i = 0; i < n && !active; i++) active = frec_active(&g_frecs[i]);
+    if (!active) return 0;
+    uint32_t eb = g_ended_by;
+    g_ended_by = 0;
+    write_log(E_EXEC);
+    g_ended_by = eb;
+    return 1;
+}
+static void post_exec_failed(int wrote)
+{
+    if (wrote) { int e = errno; __atomic_store_n(&g_flushing, 0, __ATOMIC_RELEASE); errno = e; }
+}
+DECL(int, execve, (const char *, char *const[], char *const[]));
+DECL(int, execv, (const char *, char *const[]));
+DECL(int, execvp, (const char *, char *const[]));
+DECL(int, execvpe, (const char *, char *const[], char *const[]));
+DECL(int, fexecve, (int, char *const[], char *const[]));
+DECL(int, execveat, (int, const char *, char *const[], char *const[], int));
+EXPORT int execve(const char *p, char *const a[], char *const e[])
+{ RESOLVE(execve); int w = pre_exec(); int r = real_execve(p, a, e); post_exec_failed(w); return r; }
+EXPORT int execv(const char *p, char *const a[])
+{ RESOLVE(execv); int w = pre_exec(); int r = real_execv(p, a); post_exec_failed(w); return r; }
+EXPORT int execvp(const char *p, char *const a[])
+{ RESOLVE(execvp); int w = pre_exec(); int r = real_execvp(p, a); post_exec_failed(w); return r; }
+EXPORT int execvpe(const char *p, char *const a[], char *const e[])
+{ RESOLVE(execvpe); int w = pre_exec(); int r = real_execvpe(p, a, e); post_exec_failed(w); return r; }
+EXPORT int fexecve(int fd, char *const a[], char *const e[])
+{ RESOLVE(fexecve); int w = pre_exec(); int r = real_fexecve(fd, a, e); post_exec_failed(w); return r; }
+EXPORT int execveat(int d, const char *p, char *const a[], char *const e[], int fl)
+{ RESOLVE(execveat); int w = pre_exec(); int r = real_execveat(d, p, a, e, fl); post_exec_failed(w); return r; }
+#define COLLECT_ARGS(first)                                                                                    \
+    va_list ap;                                                                                                \
+    int n_ = 1;                                                                                                \
+    va_start(ap, first);                                                                                       \
+    while (va_arg(ap, char *)) n_++;                                                                           \
+    va_end(ap);                                                                                                \
+    char **av = alloca(sizeof(char *) * (size_t)(n_ + 1));                                                     \
+    va_start(ap, first);                                                                                       \
+    av[0] = (char *)first;                                                                                     \
+    for (int i_ = 1; i_ <= n_; i_++) av[i_] = va_arg(ap, char *);
+EXPORT int execl(const char *p, const char *arg, ...)
+{ COLLECT_ARGS(arg); va_end(ap); return execv(p, av); }
+EXPORT int execlp(const char *p, const char *arg, ...)
+{ COLLECT_ARGS(arg); va_end(ap); return execvp(p, av); }
+EXPORT int execle(const char *p, const char *arg, ...)
+{ COLLECT_ARGS(arg); char **env = va_arg(ap, char **); va_end(ap); return execve(p, av, env); }
+
+/* vfork: the child would share our memory (and record set) with the parent, so run it as a fork */
+DECL(pid_t, fork, (void));
+EXPORT pid_t vfork(void)
+{
+    RESOLVE(fork);
+    return real_fork();
+}
+
+/* ---------------------------------------------------------------- open / close / dup */
+static int is_creat(int flags) { return (flags & O_CREAT) && (flags & O_TMPFILE) != O_TMPFILE; }
+/* open with O_CREAT: try O_EXCL first to learn whether this call creates the file (same effect as the original
+ * call when it succeeds); on any failure, repeat the original call so results and errno are the program's own. */
+#define OPEN_BODY(CALL_ORIG, CALL_EXCL, DIRFD, PATH, FLAGS)                                                    \
+    if (!g_on) return CALL_ORIG;                                                                               \
+    int created = 0, fd;                                                                                       \
+    uint64_t t0 = NOW();                                                                                       \
+    if (is_creat(FLAGS) && !((FLAGS) & O_EXCL)) {                                                              \
+        fd = CALL_EXCL;                                                                                        \
+        if (fd >= 0) created = 1;                                                                              \
+        else fd = CALL_ORIG;                                                                                   \
+    } else {                                                                                                   \
+        fd = CALL_ORIG;                                                                                        \
+        created = fd >= 0 && is_creat(FLAGS);                                                                  \
+    }                                                                                                          \
+    uint64_t t1 = NOW();                                                                                       \
+    if (fd >= 0) { SAVE_ERRNO; reg_open(fd, DIRFD, PATH, FLAGS, created, t0, t1, FF_POSIX); RESTORE_ERRNO; } \
+    return fd;
+
+static mode_t va_mode(int flags, va_list ap)
+{
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
+}
+DECL(int, open, (const char *, int, ...));
+DECL(int, open64, (const char *, int, ...));
+DECL(int, openat, (int, const char *, int, ...));
+DECL(int, openat64, (int, const char *, int, ...));
+DECL(int, __open_2, (const char *, int));
+DECL(int, __open64_2, (const char *, int));
+DECL(int, __openat_2, (int, const char *, int));
+DECL(int, __openat64_2, (int, const char *, int));
+EXPORT int open(const char *p, int fl, ...)
+{
+    va_list ap; va_start(ap, fl); mode_t m = va_mode(fl, ap); va_end(ap);
+    RESOLVE(open);
+    OPEN_BODY(real_open(p, fl, m), real_open(p, fl | O_EXCL, m), AT_FDCWD, p, fl)
+}
+EXPORT int open64(const char *p, int fl, ...)
+{
+    va_list ap; va_start(ap, fl); mode_t m = va_mode(fl, ap); va_end(ap);
+    RESOLVE(open64);
+    OPEN_BODY(real_open64(p, fl, m), real_open64(p, fl | O_EXCL, m), AT_FDCWD, p, fl)
+}
+EXPORT int openat(int d, const char *p, int fl, ...)
+{
+    va_list ap; va_start(ap, fl); mode_t m = va_mode(fl, ap); va_end(ap);
+    RESOLVE(openat);
+    OPEN_BODY(real_openat(d, p, fl, m), real_openat(d, p, fl | O_EXCL, m), d, p, fl)
+}
+EXPORT int openat64(int d, const char *p, int fl, ...)
+{
+    va_list ap; va_start(ap, fl); mode_t m = va_mode(fl, ap); va_end(ap);
+    RESOLVE(openat64);
+    OPEN_BODY(real_openat64(d, p, fl, m), real_openat64(d, p, fl | O_EXCL, m), d, p, fl)
+}
+/* the _FORTIFY_SOURCE entry points never carry O_CREAT */
+EXPORT int __open_2(const char *p, int fl) { RESOLVE(__open_2); OPEN_BODY(real___open_2(p, fl), -1, AT_FDCWD, p, fl) }
+EXPORT int __open64_2(const char *p, int fl) { RESOLVE(__open64_2); OPEN_BODY(real___open64_2(p, fl), -1, AT_FDCWD, p, fl) }
+EXPORT int __openat_2(int d, const char *p, int fl) { RESOLVE(__openat_2); OPEN_BODY(real___openat_2(d, p, fl), -1, d, p, fl) }
+EXPORT int __openat64_2(int d, const char *p, int fl) { RESOLVE(__openat64_2); OPEN_BODY(real___openat64_2(d, p, fl), -1, d, p, fl) }
+EXPORT int creat(const char *p, mode_t m)
+{
+    RESOLVE(open);
+    int fl = O_CREAT | O_WRONLY | O_TRUNC;
+    OPEN_BODY(real_open(p, fl, m), real_open(p, fl | O_EXCL, m), AT_FDCWD, p, fl)
+}
+EXPORT int creat64(const char *p, mode_t m)
+{
+    RESOLVE(open64);
+    int fl = O_CREAT | O_WRONLY | O_TRUNC;
+    OPEN_BODY(real_open64(p, fl, m), real_open64(p, fl | O_EXCL, m), AT_FDCWD, p, fl)
+}
+#define MKSTEMP_WRAP(name, proto, call)                                                                        \
+    DECL(int, name, proto);                                                                                    \
+    EXPORT int name proto                                                                                      \
+    {                                                                                                          \
+        RESOLVE(name);                                                                                         \
+        if (!g_on) return real_##name call;                                                                    \
+        uint64_t t0 = NOW();                                                                                   \
+        int fd = real_##name call;                                                                             \
+        uint64_t t1 = NOW();                                                                                   \
+        if (fd >= 0) { SAVE_ERRNO; reg_open(fd, AT_FDCWD, t, O_CREAT, 1, t0, t1, FF_POSIX); RESTORE_ERRNO; } \
+        return fd;                                                                                             \
+    }
+MKSTEMP_WRAP(mkstemp, (char *t), (t))
+MKSTEMP_WRAP(mkostemp, (char *t, int fl), (t, fl))
+MKSTEMP_WRAP(mkstemps, (char *t, int sl), (t, sl))
+MKSTEMP_WRAP(mkostemps, (char *t, int sl, int fl), (t, sl, fl))
+
+DECL(int, close, (int));
+EXPORT int close(int fd)
+{
+    RESOLVE(close);
+    struct ofd *o;
+    if (!g_on || !(o = fd_take(fd))) return real_close(fd);
+    uint64_t t0 = NOW();
+    int r = real_close(fd);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    if (r == 0 || saved_errno_ != EBADF) rec_close(o, t0, t1, 0);
+    else ofd_put(o);
+    RESTORE_ERRNO;
+    return r;
+}
+DECL(int, close_range, (unsigned, unsigned, int));
+EXPORT int close_range(unsigned lo, unsigned hi, int flags)
+{
+    RESOLVE(close_range);
+    int r = real_close_range(lo, hi, flags);
+    if (g_on && r == 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
+        SAVE_ERRNO;
+        uint64_t t = NOW();
+        for (unsigned fd = lo; fd <= hi && fd < FD_MAX; fd++) {
+            struct ofd *o = fd_take((int)fd);
+            if (o) rec_close(o, t, t, 0);
+        }
+        RESTORE_ERRNO;
+    }
+    return r;
+}
+DECL(void, closefrom, (int));
+EXPORT void closefrom(int lo)
+{
+    RESOLVE(closefrom);
+    real_closefrom(lo);
+    if (g_on) {
+        SAVE_ERRNO;
+        uint64_t t = NOW();
+        for (int fd = lo < 0 ? 0 : lo; fd < FD_MAX; fd++) {
+            struct ofd *o = fd_take(fd);
+            if (o) rec_close(o, t, t, 0);
+        }
+        RESTORE_ERRNO;
+    }
+}
+static void rec_dup(int oldfd, int newfd, uint64_t t0, uint64_t t1)
+{
+    struct ofd *o = fd_ofd(oldfd);
+    if (oldfd == newfd) return;
+    if (!o) { ofd_put(fd_take(newfd)); return; }   /* newfd now refers to something untracked */
+    __atomic_fetch_add(&o->refs, 1, __ATOMIC_ACQ_REL);
+    fd_install(newfd, o);
+    ADD(&o->f->c[C_DUPS], 1);
+    if (UNLIKELY(g_trace)) trace(OP_DUP, 0, o->f, newfd, 0, t0, t1, 0);
+}
+DECL(int, dup, (int));
+DECL(int, dup2, (int, int));
+DECL(int, dup3, (int, int, int));
+EXPORT int dup(int fd)
+{
+    RESOLVE(dup);
+    if (!g_on) return real_dup(fd);
+    uint64_t t0 = NOW();
+    int r = real_dup(fd);
+    uint64_t t1 = NOW();
+    if (r >= 0) { SAVE_ERRNO; rec_dup(fd, r, t0, t1); RESTORE_ERRNO; }
+    return r;
+}
+EXPORT int dup2(int fd, int nfd)
+{
+    RESOLVE(dup2);
+    if (!g_on) return real_dup2(fd, nfd);
+    uint64_t t0 = NOW();
+    int r = real_dup2(fd, nfd);
+    uint64_t t1 = NOW();
+    if (r >= 0) { SAVE_ERRNO; rec_dup(fd, r, t0, t1); RESTORE_ERRNO; }
+    return r;
+}
+EXPORT int dup3(int fd, int nfd, int fl)
+{
+    RESOLVE(dup3);
+    if (!g_on) return real_dup3(fd, nfd, fl);
+    uint64_t t0 = NOW();
+    int r = real_dup3(fd, nfd, fl);
+    uint64_t t1 = NOW();
+    if (r >= 0) { SAVE_ERRNO; rec_dup(fd, r, t0, t1); RESTORE_ERRNO; }
+    return r;
+}
+#define FCNTL_WRAP(name)                                                                                       \
+    DECL(int, name, (int, int, ...));                                                                          \
+    EXPORT int name(int fd, int cmd, ...)                                                                      \
+    {                                                                                                          \
+        va_list ap;                                                                                            \
+        va_start(ap, cmd);                                                                                     \
+        void *arg = va_arg(ap, void *);                                                                        \
+        va_end(ap);                                                                                            \
+        RESOLVE(name);                                                                                         \
+        if (!g_on || (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)) return real_##name(fd, cmd, arg);            \
+        uint64_t t0 = NOW();                                                                                   \
+        int r = real_##name(fd, cmd, arg);                                                                     \
+        uint64_t t1 = NOW();                                                                                   \
+        if (r >= 0) { SAVE_ERRNO; rec_dup(fd, r, t0, t1); RESTORE_ERRNO; }                                    \
+        return r;                                                                                              \
+    }
+#undef fcntl
+FCNTL_WRAP(fcntl)
+FCNTL_WRAP(fcntl64)
+
+/* ---------------------------------------------------------------- read / write family (hot path) */
+/* IO(kind, off_expr, call): kind 0 read, 1 write; off_expr evaluated after the call with r = bytes */
+#define IO_BODY(TYPE, FD, WR, CALL, OFFSET_EXPR, FL)                                                           \
+    struct ofd *o;                                                                                             \
+    if (!g_on || !(o = fd_ofd(FD))) return CALL;                                                               \
+    uint64_t t0 = NOW();                                                                                       \
+    TYPE r = CALL;                                                                                             \
+    uint64_t t1 = NOW();                                                                                       \
+    SAVE_ERRNO;                                                                                                \
+    rec_rw(o->f, WR, (r >= 0 ? (OFFSET_EXPR) : -1), (int64_t)r, t0, t1, FL, saved_errno_);                      \
+    RESTORE_ERRNO;                                                                                             \
+    return r;
+#define SEQ_OFF (o->pos >= 0 ? POS_ADVANCE(&o->pos, (int64_t)r) : -1)
+
+DECL(ssize_t, read, (int, void *, size_t));
+DECL(ssize_t, __read_chk, (int, void *, size_t, size_t));
+DECL(ssize_t, write, (int, const void *, size_t));
+DECL(ssize_t, pread, (int, void *, size_t, off_t));
+DECL(ssize_t, pread64, (int, void *, size_t, off64_t));
+DECL(ssize_t, __pread_chk, (int, void *, size_t, off_t, size_t));
+DECL(ssize_t, __pread64_chk, (int, void *, size_t, off64_t, size_t));
+DECL(ssize_t, pwrite, (int, const void *, size_t, off_t));
+DECL(ssize_t, pwrite64, (int, const void *, size_t, off64_t));
+DECL(ssize_t, readv, (int, const struct iovec *, int));
+DECL(ssize_t, writev, (int, const struct iovec *, int));
+DECL(ssize_t, preadv, (int, const struct iovec *, int, off_t));
+DECL(ssize_t, preadv64, (int, const struct iovec *, int, off64_t));
+DECL(ssize_t, pwritev, (int, const struct iovec *, int, off_t));
+DECL(ssize_t, pwritev64, (int, const struct iovec *, int, off64_t));
+DECL(ssize_t, preadv2, (int, const struct iovec *, int, off_t, int));
+DECL(ssize_t, preadv64v2, (int, const struct iovec *, int, off64_t, int));
+DECL(ssize_t, pwritev2, (int, const struct iovec *, int, off_t, int));
+DECL(ssize_t, pwritev64v2, (int, const struct iovec *, int, off64_t, int));
+
+EXPORT ssize_t read(int fd, void *b, size_t n) { RESOLVE(read); IO_BODY(ssize_t, fd, 0, real_read(fd, b, n), SEQ_OFF, 0) }
+EXPORT ssize_t __read_chk(int fd, void *b, size_t n, size_t bl) { RESOLVE(__read_chk); IO_BODY(ssize_t, fd, 0, real___read_chk(fd, b, n, bl), SEQ_OFF, 0) }
+EXPORT ssize_t write(int fd, const void *b, size_t n) { RESOLVE(write); IO_BODY(ssize_t, fd, 1, real_write(fd, b, n), SEQ_OFF, 0) }
+EXPORT ssize_t pread(int fd, void *b, size_t n, off_t off) { RESOLVE(pread); IO_BODY(ssize_t, fd, 0, real_pread(fd, b, n, off), off, OF_POS) }
+EXPORT ssize_t pread64(int fd, void *b, size_t n, off64_t off) { RESOLVE(pread64); IO_BODY(ssize_t, fd, 0, real_pread64(fd, b, n, off), off, OF_POS) }
+EXPORT ssize_t __pread_chk(int fd, void *b, size_t n, off_t off, size_t bl) { RESOLVE(__pread_chk); IO_BODY(ssize_t, fd, 0, real___pread_chk(fd, b, n, off, bl), off, OF_POS) }
+EXPORT ssize_t __pread64_chk(int fd, void *b, size_t n, off64_t off, size_t bl) { RESOLVE(__pread64_chk); IO_BODY(ssize_t, fd, 0, real___pread64_chk(fd, b, n, off, bl), off, OF_POS) }
+EXPORT ssize_t pwrite(int fd, const void *b, size_t n, off_t off) { RESOLVE(pwrite); IO_BODY(ssize_t, fd, 1, real_pwrite(fd, b, n, off), off, OF_POS) }
+EXPORT ssize_t pwrite64(int fd, const void *b, size_t n, off64_t off) { RESOLVE(pwrite64); IO_BODY(ssize_t, fd, 1, real_pwrite64(fd, b, n, off), off, OF_POS) }
+EXPORT ssize_t readv(int fd, const struct iovec *v, int c) { RESOLVE(readv); IO_BODY(ssize_t, fd, 0, real_readv(fd, v, c), SEQ_OFF, OF_VEC) }
+EXPORT ssize_t writev(int fd, const struct iovec *v, int c) { RESOLVE(writev); IO_BODY(ssize_t, fd, 1, real_writev(fd, v, c), SEQ_OFF, OF_VEC) }
+EXPORT ssize_t preadv(int fd, const struct iovec *v, int c, off_t off) { RESOLVE(preadv); IO_BODY(ssize_t, fd, 0, real_preadv(fd, v, c, off), off, OF_VEC | OF_POS) }
+EXPORT ssize_t preadv64(int fd, const struct iovec *v, int c, off64_t off) { RESOLVE(preadv64); IO_BODY(ssize_t, fd, 0, real_preadv64(fd, v, c, off), off, OF_VEC | OF_POS) }
+EXPORT ssize_t pwritev(int fd, const struct iovec *v, int c, off_t off) { RESOLVE(pwritev); IO_BODY(ssize_t, fd, 1, real_pwritev(fd, v, c, off), off, OF_VEC | OF_POS) }
+EXPORT ssize_t pwritev64(int fd, const struct iovec *v, int c, off64_t off) { RESOLVE(pwritev64); IO_BODY(ssize_t, fd, 1, real_pwritev64(fd, v, c, off), off, OF_VEC | OF_POS) }
+#define V2_OFF (off == -1 ? SEQ_OFF : off)
+EXPORT ssize_t preadv2(int fd, const struct iovec *v, int c, off_t off, int fl) { RESOLVE(preadv2); IO_BODY(ssize_t, fd, 0, real_preadv2(fd, v, c, off, fl), V2_OFF, OF_VEC | (off == -1 ? 0 : OF_POS)) }
+EXPORT ssize_t preadv64v2(int fd, const struct iovec *v, int c, off64_t off, int fl) { RESOLVE(preadv64v2); IO_BODY(ssize_t, fd, 0, real_preadv64v2(fd, v, c, off, fl), V2_OFF, OF_VEC | (off == -1 ? 0 : OF_POS)) }
+EXPORT ssize_t pwritev2(int fd, const struct iovec *v, int c, off_t off, int fl) { RESOLVE(pwritev2); IO_BODY(ssize_t, fd, 1, real_pwritev2(fd, v, c, off, fl), V2_OFF, OF_VEC | (off == -1 ? 0 : OF_POS)) }
+EXPORT ssize_t pwritev64v2(int fd, const struct iovec *v, int c, off64_t off, int fl) { RESOLVE(pwritev64v2); IO_BODY(ssize_t, fd, 1, real_pwritev64v2(fd, v, c, off, fl), V2_OFF, OF_VEC | (off == -1 ? 0 : OF_POS)) }
+
+/* copy_file_range / sendfile: a read on the input and a write on the output */
+static void rec_copy(int in, int out, int64_t *inoff, int64_t *outoff, int64_t r, uint64_t t0, uint64_t t1, int err)
+{
+    struct ofd *oi = fd_ofd(in), *oo = fd_ofd(out);
+    if (oi) rec_rw(oi->f, 0, r < 0 ? -1 : inoff ? *inoff - r : (oi->pos >= 0 ? POS_ADVANCE(&oi->pos, r) : -1), r, t0, t1, OF_COPY, err);
+    if (oo) rec_rw(oo->f, 1, r < 0 ? -1 : outoff ? *outoff - r : (oo->pos >= 0 ? POS_ADVANCE(&oo->pos, r) : -1), r, t0, t1, OF_COPY, err);
+}
+DECL(ssize_t, copy_file_range, (int, off64_t *, int, off64_t *, size_t, unsigned));
+EXPORT ssize_t copy_file_range(int in, off64_t *pin, int out, off64_t *pout, size_t n, unsigned fl)
+{
+    RESOLVE(copy_file_range);
+    if (!g_on || (!fd_ofd(in) && !fd_ofd(out))) return real_copy_file_range(in, pin, out, pout, n, fl);
+    uint64_t t0 = NOW();
+    ssize_t r = real_copy_file_range(in, pin, out, pout, n, fl);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    rec_copy(in, out, (int64_t *)pin, (int64_t *)pout, r, t0, t1, saved_errno_);
+    RESTORE_ERRNO;
+    return r;
+}
+DECL(ssize_t, sendfile, (int, int, off_t *, size_t));
+DECL(ssize_t, sendfile64, (int, int, off64_t *, size_t));
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+    RESOLVE(sendfile);
+    if (!g_on || (!fd_ofd(in) && !fd_ofd(out))) return real_sendfile(out, in, off, n);
+    uint64_t t0 = NOW();
+    ssize_t r = real_sendfile(out, in, off, n);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    rec_copy(in, out, (int64_t *)off, NULL, r, t0, t1, saved_errno_);
+    RESTORE_ERRNO;
+    return r;
+}
+EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
+{
+    RESOLVE(sendfile64);
+    if (!g_on || (!fd_ofd(in) && !fd_ofd(out))) return real_sendfile64(out, in, off, n);
+    uint64_t t0 = NOW();
+    ssize_t r = real_sendfile64(out, in, off, n);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    rec_copy(in, out, (int64_t *)off, NULL, r, t0, t1, saved_errno_);
+    RESTORE_ERRNO;
+    return r;
+}
+
+/* lseek */
+#define SEEK_WRAP(name, OFFT)                                                                                  \
+    DECL(OFFT, name, (int, OFFT, int));                                                                        \
+    EXPORT OFFT name(int fd, OFFT off, int wh)                                                                 \
+    {                                                                                                          \
+        RESOLVE(name);                                                                                         \
+        struct ofd *o;                                                                                         \
+        if (!g_on || !(o = fd_ofd(fd))) return real_##name(fd, off, wh);                                       \
+        uint64_t t0 = NOW();                                                                                   \
+        OFFT r = real_##name(fd, off, wh);                                                                     \
+        uint64_t t1 = NOW();                                                                                   \
+        SAVE_ERRNO;                                                                                            \
+        if (r >= 0) {                                                                                          \
+            __atomic_store_n(&o->pos, (int64_t)r, __ATOMIC_RELAXED);                                           \
+            ADD(&o->f->c[C_SEEKS], 1);                                                                         \
+        } else ADD(&o->f->c[C_ERRORS], 1);                                                                     \
+        if (UNLIKELY(g_trace)) trace(OP_SEEK, 0, o->f, r, 0, t0, t1, r < 0 ? saved_errno_ : 0);                \
+        RESTORE_ERRNO;                                                                                         \
+        return r;                                                                                              \
+    }
+SEEK_WRAP(lseek, off_t)
+SEEK_WRAP(lseek64, off64_t)
+
+/* fsync, fdatasync, ftruncate, fstat: fd-level metadata */
+#define FDMETA_WRAP(name, proto, call, COUNTER, OP)                                                            \
+    DECL(int, name, proto);                                                                                    \
+    EXPORT int name proto                                                                                      \
+    {                                                                                                          \
+        RESOLVE(name);                                                                                         \
+        struct ofd *o;                                                                                         \
+        if (!g_on || !(o = fd_ofd(fd))) return real_##name call;                                               \
+        uint64_t t0 = NOW();                                                                                   \
+        int r = real_##name call;                                                                              \
+        uint64_t t1 = NOW();                                                                                   \
+        SAVE_ERRNO;                                                                                            \
+        rec_meta(o->f, COUNTER, OP, t0, t1, r != 0, saved_errno_, -1);                                         \
+        RESTORE_ERRNO;                                                                                         \
+        return r;                                                                                              \
+    }
+FDMETA_WRAP(fsync, (int fd), (fd), C_FSYNCS, OP_FSYNC)
+FDMETA_WRAP(fdatasync, (int fd), (fd), C_FSYNCS, OP_FSYNC)
+FDMETA_WRAP(ftruncate, (int fd, off_t l), (fd, l), C_TRUNCATES, OP_TRUNCATE)
+FDMETA_WRAP(ftruncate64, (int fd, off64_t l), (fd, l), C_TRUNCATES, OP_TRUNCATE)
+FDMETA_WRAP(fstat, (int fd, struct stat *s), (fd, s), C_STATS, OP_STAT)
+FDMETA_WRAP(fstat64, (int fd, struct stat64 *s), (fd, s), C_STATS, OP_STAT)
+
+/* path-level metadata */
+#define PATHMETA_WRAP(name, proto, call, DIRFD, PATH, COUNTER, OP)                                             \
+    DECL(int, name, proto);                                                                                    \
+    EXPORT int name proto                                                                                      \
+    {                                                                                                          \
+        RESOLVE(name);                                                                                         \
+        if (!g_on) return real_##name call;                                                                    \
+        uint64_t t0 = NOW();                                                                                   \
+        int r = real_##name call;                                                                              \
+        uint64_t t1 = NOW();                                                                                   \
+        SAVE_ERRNO;                                                                                            \
+        struct frec *f = frec_at(DIRFD, PATH, 0);                                                              \
+        if (f) rec_meta(f, COUNTER, OP, t0, t1, r != 0, saved_errno_, -1);                                     \
+        RESTORE_ERRNO;                                                                                         \
+        return r;                                                                                              \
+    }
+PATHMETA_WRAP(stat, (const char *p, struct stat *s), (p, s), AT_FDCWD, p, C_STATS, OP_STAT)
+PATHMETA_WRAP(stat64, (const char *p, struct stat64 *s), (p, s), AT_FDCWD, p, C_STATS, OP_STAT)
+PATHMETA_WRAP(lstat, (const char *p, struct stat *s), (p, s), AT_FDCWD, p, C_STATS, OP_STAT)
+PATHMETA_WRAP(lstat64, (const char *p, struct stat64 *s), (p, s), AT_FDCWD, p, C_STATS, OP_STAT)
+PATHMETA_WRAP(unlink, (const char *p), (p), AT_FDCWD, p, C_UNLINKS, OP_UNLINK)
+PATHMETA_WRAP(mkdir, (const char *p, mode_t m), (p, m), AT_FDCWD, p, C_MKDIRS, OP_MKDIR)
+PATHMETA_WRAP(mkdirat, (int d, const char *p, mode_t m), (d, p, m), d, p, C_MKDIRS, OP_MKDIR)
+PATHMETA_WRAP(rmdir, (const char *p), (p), AT_FDCWD, p, C_RMDIRS, OP_RMDIR)
+PATHMETA_WRAP(truncate, (const char *p, off_t l), (p, l), AT_FDCWD, p, C_TRUNCATES, OP_TRUNCATE)
+PATHMETA_WRAP(truncate64, (const char *p, off64_t l), (p, l), AT_FDCWD, p, C_TRUNCATES, OP_TRUNCATE)
+
+/* *at stat variants: AT_EMPTY_PATH with "" means the fd itself */
+static struct frec *frec_at_or_fd(int d, const char *p, int flags)
+{
+    if ((flags & AT_EMPTY_PATH) && p && !*p) { struct ofd *o = fd_ofd(d); return o ? o->f : NULL; }
+    return frec_at(d, p, 0);
+}
+#define ATSTAT_WRAP(name, proto, call, DIRFD, PATH, FLAGS)                                                     \
+    DECL(int, name, proto);                                                                                    \
+    EXPORT int name proto                                                                                      \
+    {                                                                                                          \
+        RESOLVE(name);                                                                                         \
+        if (!g_on) return real_##name call;                                                                    \
+        uint64_t t0 = NOW();                                                                                   \
+        int r = real_##name call;                                                                              \
+        uint64_t t1 = NOW();                                                                                   \
+        SAVE_ERRNO;                                                                                            \
+        struct frec *f = frec_at_or_fd(DIRFD, PATH, FLAGS);                                                    \
+        if (f) rec_meta(f, C_STATS, OP_STAT, t0, t1, r != 0, saved_errno_, -1);                                \
+        RESTORE_ERRNO;                                                                                         \
+        return r;                                                                                              \
+    }
+ATSTAT_WRAP(fstatat, (int d, const char *p, struct stat *s, int fl), (d, p, s, fl), d, p, fl)
+ATSTAT_WRAP(fstatat64, (int d, const char *p, struct stat64 *s, int fl), (d, p, s, fl), d, p, fl)
+ATSTAT_WRAP(statx, (int d, const char *p, int fl, unsigned m, struct statx *s), (d, p, fl, m, s), d, p, fl)
+
+/* old-ABI stat entry points (binaries built against glibc < 2.33): compat symbols, resolved by version */
+#define XSTAT_WRAP(name, proto, call, DIRFD, PATH, FLAGS)                                                      \
+    static int(*real_##name) proto;                                                                            \
+    EXPORT int name proto                                                                                      \
+    {                                                                                                          \
+        if (UNLIKELY(!real_##name)) {                                                                          \
+            void *p_ = resolve(#name, "GLIBC_2.2.5");                                                          \
+            if (!p_) p_ = resolve(#name, NULL);                                                                \
+            if (!p_) missing_symbol(#name);                                                                    \
+            real_##name = (int(*) proto)p_;                                                                    \
+        }                                                                                                      \
+        if (!g_on) return real_##name call;                                                                    \
+        uint64_t t0 = NOW();                                                                                   \
+        int r = real_##name call;                                                                              \
+        uint64_t t1 = NOW();                                                                                   \
+        SAVE_ERRNO;                                                                                            \
+        struct frec *f = frec_at_or_fd(DIRFD, PATH, FLAGS);                                                    \
+        if (f) rec_meta(f, C_STATS, OP_STAT, t0, t1, r != 0, saved_errno_, -1);                                \
+        RESTORE_ERRNO;                                                                                         \
+        return r;                                                                                              \
+    }
+XSTAT_WRAP(__xstat, (int v, const char *p, struct stat *s), (v, p, s), AT_FDCWD, p, 0)
+XSTAT_WRAP(__xstat64, (int v, const char *p, struct stat64 *s), (v, p, s), AT_FDCWD, p, 0)
+XSTAT_WRAP(__lxstat, (int v, const char *p, struct stat *s), (v, p, s), AT_FDCWD, p, 0)
+XSTAT_WRAP(__lxstat64, (int v, const char *p, struct stat64 *s), (v, p, s), AT_FDCWD, p, 0)
+XSTAT_WRAP(__fxstat, (int v, int fd, struct stat *s), (v, fd, s), fd, "", AT_EMPTY_PATH)
+XSTAT_WRAP(__fxstat64, (int v, int fd, struct stat64 *s), (v, fd, s), fd, "", AT_EMPTY_PATH)
+XSTAT_WRAP(__fxstatat, (int v, int d, const char *p, struct stat *s, int fl), (v, d, p, s, fl), d, p, fl)
+XSTAT_WRAP(__fxstatat64, (int v, int d, const char *p, struct stat64 *s, int fl), (v, d, p, s, fl), d, p, fl)
+
+DECL(int, unlinkat, (int, const char *, int));
+EXPORT int unlinkat(int d, const char *p, int fl)
+{
+    RESOLVE(unlinkat);
+    if (!g_on) return real_unlinkat(d, p, fl);
+    uint64_t t0 = NOW();
+    int r = real_unlinkat(d, p, fl);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    struct frec *f = frec_at(d, p, 0);
+    if (f) rec_meta(f, fl & AT_REMOVEDIR ? C_RMDIRS : C_UNLINKS, fl & AT_REMOVEDIR ? OP_RMDIR : OP_UNLINK, t0, t1, r != 0, saved_errno_, -1);
+    RESTORE_ERRNO;
+    return r;
+}
+DECL(int, remove, (const char *));
+EXPORT int remove(const char *p)
+{
+    RESOLVE(remove);
+    if (!g_on) return real_remove(p);
+    uint64_t t0 = NOW();
+    int r = real_remove(p);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    struct frec *f = frec_at(AT_FDCWD, p, 0);
+    if (f) rec_meta(f, C_UNLINKS, OP_UNLINK, t0, t1, r != 0, saved_errno_, -1);
+    RESTORE_ERRNO;
+    return r;
+}
+static void rec_rename(int od, const char *op, int nd, const char *np, int r, uint64_t t0, uint64_t t1, int err)
+{
+    struct frec *src = frec_at(od, op, 0), *dst = frec_at(nd, np, 0);
+    if (src) rec_meta(src, C_RENAMES, OP_RENAME, t0, t1, r != 0, err, dst ? (int64_t)dst->id : -1);
+}
+DECL(int, rename, (const char *, const char *));
+DECL(int, renameat, (int, const char *, int, const char *));
+DECL(int, renameat2, (int, const char *, int, const char *, unsigned));
+EXPORT int rename(const char *a, const char *b)
+{
+    RESOLVE(rename);
+    if (!g_on) return real_rename(a, b);
+    uint64_t t0 = NOW(); int r = real_rename(a, b); uint64_t t1 = NOW();
+    SAVE_ERRNO; rec_rename(AT_FDCWD, a, AT_FDCWD, b, r, t0, t1, saved_errno_); RESTORE_ERRNO;
+    return r;
+}
+EXPORT int renameat(int da, const char *a, int db, const char *b)
+{
+    RESOLVE(renameat);
+    if (!g_on) return real_renameat(da, a, db, b);
+    uint64_t t0 = NOW(); int r = real_renameat(da, a, db, b); uint64_t t1 = NOW();
+    SAVE_ERRNO; rec_rename(da, a, db, b, r, t0, t1, saved_errno_); RESTORE_ERRNO;
+    return r;
+}
+EXPORT int renameat2(int da, const char *a, int db, const char *b, unsigned fl)
+{
+    RESOLVE(renameat2);
+    if (!g_on) return real_renameat2(da, a, db, b, fl);
+    uint64_t t0 = NOW(); int r = real_renameat2(da, a, db, b, fl); uint64_t t1 = NOW();
+    SAVE_ERRNO; rec_rename(da, a, db, b, r, t0, t1, saved_errno_); RESTORE_ERRNO;
+    return r;
+}
+/* cwd cache for relative paths */
+DECL(int, chdir, (const char *));
+DECL(int, fchdir, (int));
+EXPORT int chdir(const char *p)
+{
+    RESOLVE(chdir);
+    int r = real_chdir(p);
+    if (g_on && r == 0) { SAVE_ERRNO; if (syscall(SYS_getcwd, g_cwd, sizeof g_cwd) < 0) g_cwd[0] = 0; RESTORE_ERRNO; }
+    return r;
+}
+EXPORT int fchdir(int fd)
+{
+    RESOLVE(fchdir);
+    int r = real_fchdir(fd);
+    if (g_on && r == 0) { SAVE_ERRNO; if (syscall(SYS_getcwd, g_cwd, sizeof g_cwd) < 0) g_cwd[0] = 0; RESTORE_ERRNO; }
+    return r;
+}
+
+/* mmap of files: count mappings and bytes mapped */
+#define MMAP_WRAP(name, OFFT)                                                                                  \
+    DECL(void *, name, (void *, size_t, int, int, int, OFFT));                                                 \
+    EXPORT void *name(void *a, size_t l, int pr, int fl, int fd, OFFT off)                                     \
+    {                                                                                                          \
+        RESOLVE(name);                                                                                         \
+        struct ofd *o;                                                                                         \
+        if (!g_on || (fl & MAP_ANONYMOUS) || !(o = fd_ofd(fd))) return real_##name(a, l, pr, fl, fd, off);     \
+        uint64_t t0 = NOW();                                                                                   \
+        void *r = real_##name(a, l, pr, fl, fd, off);                                                          \
+        uint64_t t1 = NOW();                                                                                   \
+        SAVE_ERRNO;                                                                                            \
+        if (r != MAP_FAILED) { ADD(&o->f->c[C_MMAPS], 1); ADD(&o->f->c[C_MMAP_BYTES], l); }                    \
+        else ADD(&o->f->c[C_ERRORS], 1);                                                                       \
+        if (UNLIKELY(g_trace)) trace(OP_MMAP, 0, o->f, (int64_t)off, r == MAP_FAILED ? -1 : (int64_t)l, t0, t1, r == MAP_FAILED ? saved_errno_ : 0); \
+        RESTORE_ERRNO;                                                                                         \
+        return r;                                                                                              \
+    }
+MMAP_WRAP(mmap, off_t)
+MMAP_WRAP(mmap64, off64_t)
+DECL(int, munmap, (void *, size_t));
+EXPORT int munmap(void *a, size_t l)
+{
+    RESOLVE(munmap);
+    int r = real_munmap(a, l);
+    if (g_on && r == 0) ADD(&g_munmaps, 1);
+    return r;
+}
+
+/* ---------------------------------------------------------------- stdio */
+static inline struct ofd *fp_ofd(FILE *fp) { return fp ? fd_ofd(fp->_fileno) : NULL; }
+/* a stdio read/write of `bytes` (< 0 on error) at the stream's logical position */
+static inline void rec_stdio(struct ofd *o, int wr, int64_t bytes, uint64_t t0, uint64_t t1, int err)
+{
+    int64_t off = bytes >= 0 && o->pos >= 0 ? POS_ADVANCE(&o->pos, bytes) : -1;
+    rec_rw(o->f, wr, off, bytes, t0, t1, OF_STDIO, err);
+}
+#define STDIO_BODY(TYPE, FP, WR, CALL, BYTES_EXPR)                                                             \
+    struct ofd *o;                                                                                             \
+    if (!g_on || !(o = fp_ofd(FP))) return CALL;                                                               \
+    uint64_t t0 = NOW();                                                                                       \
+    TYPE r = CALL;                                                                                             \
+    uint64_t t1 = NOW();                                                                                       \
+    SAVE_ERRNO;                                                                                                \
+    rec_stdio(o, WR, (int64_t)(BYTES_EXPR), t0, t1, saved_errno_);                                             \
+    RESTORE_ERRNO;                                                                                             \
+    return r;
+
+static int mode_oflags(const char *m)
+{
+    int fl = 0;
+    if (m[0] == 'w') fl = O_CREAT | O_TRUNC;
+    else if (m[0] == 'a') fl = O_CREAT | O_APPEND;
+    for (const char *c = m; *c && *c != ','; c++) if (*c == 'x') fl |= O_EXCL;
+    return fl;
+}
+static FILE *fopen_common(FILE *(*fn)(const char *, const char *), const char *p, const char *m)
+{
+    int fl = mode_oflags(m);
+    int created = 0;
+    uint64_t t0 = NOW();
+    FILE *fp;
+    size_t ml = s_len(m);
+    if ((fl & O_CREAT) && !(fl & O_EXCL) && ml < 30) {
+        char m2[32];
+        memcpy(m2, m, ml);
+        m2[ml] = 'x'; m2[ml + 1] = 0;
+        /* glibc stops parsing mode flags at ',': put the x before a ",ccs=" suffix */
+        const char *comma = strchr(m, ',');
+        if (comma) { size_t k = (size_t)(comma - m); memcpy(m2, m, k); m2[k] = 'x'; memcpy(m2 + k + 1, comma, ml - k + 1); }
+        fp = fn(p, m2);
+        if (fp) created = 1;
+        else fp = fn(p, m);
+    } else {
+        fp = fn(p, m);
+        created = fp && (fl & O_CREAT);
+    }
+    uint64_t t1 = NOW();
+    if (fp) { SAVE_ERRNO; reg_open(fp->_fileno, AT_FDCWD, p, fl, created, t0, t1, FF_STDIO); RESTORE_ERRNO; }
+    return fp;
+}
+DECL(FILE *, fopen, (const char *, const char *));
+DECL(FILE *, fopen64, (const char *, const char *));
+EXPORT FILE *fopen(const char *p, const char *m) { RESOLVE(fopen); if (!g_on) return real_fopen(p, m); return fopen_common(real_fopen, p, m); }
+EXPORT FILE *fopen64(const char *p, const char *m) { RESOLVE(fopen64); if (!g_on) return real_fopen64(p, m); return fopen_common(real_fopen64, p, m); }
+DECL(FILE *, fdopen, (int, const char *));
+EXPORT FILE *fdopen(int fd, const char *m)
+{
+    RESOLVE(fdopen);
+    FILE *fp = real_fdopen(fd, m);
+    struct ofd *o;
+    if (g_on && fp && (o = fd_ofd(fd))) __atomic_fetch_or(&o->f->flags, FF_STDIO, __ATOMIC_RELAXED);
+    return fp;
+}
+static FILE *freopen_common(FILE *(*fn)(const char *, const char *, FILE *), const char *p, const char *m, FILE *fp)
+{
+    int oldfd = fp ? fp->_fileno : -1;
+    struct ofd *old = p ? fd_take(oldfd) : NULL;
+    uint64_t t0 = NOW();
+    FILE *r = fn(p, m, fp);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    if (old) rec_close(old, t0, t0, OF_STDIO);
+    if (r && p) reg_open(r->_fileno, AT_FDCWD, p, mode_oflags(m), 0, t0, t1, FF_STDIO);
+    RESTORE_ERRNO;
+    return r;
+}
+DECL(FILE *, freopen, (const char *, const char *, FILE *));
+DECL(FILE *, freopen64, (const char *, const char *, FILE *));
+EXPORT FILE *freopen(const char *p, const char *m, FILE *fp) { RESOLVE(freopen); if (!g_on) return real_freopen(p, m, fp); return freopen_common(real_freopen, p, m, fp); }
+EXPORT FILE *freopen64(const char *p, const char *m, FILE *fp) { RESOLVE(freopen64); if (!g_on) return real_freopen64(p, m, fp); return freopen_common(real_freopen64, p, m, fp); }
+DECL(int, fclose, (FILE *));
+EXPORT int fclose(FILE *fp)
+{
+    RESOLVE(fclose);
+    struct ofd *o;
+    if (!g_on || !fp || !(o = fd_take(fp->_fileno))) return real_fclose(fp);
+    uint64_t t0 = NOW();
+    int r = real_fclose(fp);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    rec_close(o, t0, t1, OF_STDIO);
+    RESTORE_ERRNO;
+    return r;
+}
+
+DECL(size_t, fread, (void *, size_t, size_t, FILE *));
+DECL(size_t, fread_unlocked, (void *, size_t, size_t, FILE *));
+DECL(size_t, __fread_chk, (void *, size_t, size_t, size_t, FILE *));
+DECL(size_t, __fread_unlocked_chk, (void *, size_t, size_t, size_t, FILE *));
+DECL(size_t, fwrite, (const void *, size_t, size_t, FILE *));
+DECL(size_t, fwrite_unlocked, (const void *, size_t, size_t, FILE *));
+EXPORT size_t fread(void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fread); STDIO_BODY(size_t, fp, 0, real_fread(b, s, n, fp), r * s) }
+EXPORT size_t fread_unlocked(void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fread_unlocked); STDIO_BODY(size_t, fp, 0, real_fread_unlocked(b, s, n, fp), r * s) }
+EXPORT size_t __fread_chk(void *b, size_t bl, size_t s, size_t n, FILE *fp) { RESOLVE(__fread_chk); STDIO_BODY(size_t, fp, 0, real___fread_chk(b, bl, s, n, fp), r * s) }
+EXPORT size_t __fread_unlocked_chk(void *b, size_t bl, size_t s, size_t n, FILE *fp) { RESOLVE(__fread_unlocked_chk); STDIO_BODY(size_t, fp, 0, real___fread_unlocked_chk(b, bl, s, n, fp), r * s) }
+EXPORT size_t fwrite(const void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fwrite); STDIO_BODY(size_t, fp, 1, real_fwrite(b, s, n, fp), r * s) }
+EXPORT size_t fwrite_unlocked(const void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fwrite_unlocked); STDIO_BODY(size_t, fp, 1, real_fwrite_unlocked(b, s, n, fp), r * s) }
+
+DECL(char *, fgets, (char *, int, FILE *));
+DECL(char *, fgets_unlocked, (char *, int, FILE *));
+DECL(char *, __fgets_chk, (char *, size_t, int, FILE *));
+DECL(char *, __fgets_unlocked_chk, (char *, size_t, int, FILE *));
+EXPORT char *fgets(char *b, int n, FILE *fp) { RESOLVE(fgets); STDIO_BODY(char *, fp, 0, real_fgets(b, n, fp), r ? (int64_t)s_len(r) : 0) }
+EXPORT char *fgets_unlocked(char *b, int n, FILE *fp) { RESOLVE(fgets_unlocked); STDIO_BODY(char *, fp, 0, real_fgets_unlocked(b, n, fp), r ? (int64_t)s_len(r) : 0) }
+EXPORT char *__fgets_chk(char *b, size_t bl, int n, FILE *fp) { RESOLVE(__fgets_chk); STDIO_BODY(char *, fp, 0, real___fgets_chk(b, bl, n, fp), r ? (int64_t)s_len(r) : 0) }
+EXPORT char *__fgets_unlocked_chk(char *b, size_t bl, int n, FILE *fp) { RESOLVE(__fgets_unlocked_chk); STDIO_BODY(char *, fp, 0, real___fgets_unlocked_chk(b, bl, n, fp), r ? (int64_t)s_len(r) : 0) }
+
+DECL(int, fputs, (const char *, FILE *));
+DECL(int, fputs_unlocked, (const char *, FILE *));
+DECL(int, puts, (const char *));
+EXPORT int fputs(const char *s, FILE *fp) { RESOLVE(fputs); STDIO_BODY(int, fp, 1, real_fputs(s, fp), r >= 0 ? (int64_t)s_len(s) : 0) }
+EXPORT int fputs_unlocked(const char *s, FILE *fp) { RESOLVE(fputs_unlocked); STDIO_BODY(int, fp, 1, real_fputs_unlocked(s, fp), r >= 0 ? (int64_t)s_len(s) : 0) }
+EXPORT int puts(const char *s) { RESOLVE(puts); STDIO_BODY(int, stdout, 1, real_puts(s), r >= 0 ? (int64_t)s_len(s) + 1 : 0) }
+
+#define CHAR_IN(name)                                                                                          \
+    DECL(int, name, (FILE *));                                                                                 \
+    EXPORT int name(FILE *fp) { RESOLVE(name); STDIO_BODY(int, fp, 0, real_##name(fp), r != EOF ? 1 : 0) }
+#define CHAR_OUT(name)                                                                                         \
+    DECL(int, name, (int, FILE *));                                                                            \
+    EXPORT int name(int c, FILE *fp) { RESOLVE(name); STDIO_BODY(int, fp, 1, real_##name(c, fp), r != EOF ? 1 : 0) }
+CHAR_IN(fgetc)
+CHAR_IN(getc)
+CHAR_IN(_IO_getc)
+CHAR_IN(fgetc_unlocked)
+CHAR_IN(getc_unlocked)
+CHAR_OUT(fputc)
+CHAR_OUT(putc)
+CHAR_OUT(_IO_putc)
+CHAR_OUT(fputc_unlocked)
+CHAR_OUT(putc_unlocked)
+DECL(int, putchar, (int));
+EXPORT int putchar(int c) { RESOLVE(putchar); STDIO_BODY(int, stdout, 1, real_putchar(c), r != EOF ? 1 : 0) }
+
+DECL(ssize_t, getdelim, (char **, size_t *, int, FILE *));
+DECL(ssize_t, __getdelim, (char **, size_t *, int, FILE *));
+DECL(ssize_t, getline, (char **, size_t *, FILE *));
+EXPORT ssize_t getdelim(char **l, size_t *n, int d, FILE *fp) { RESOLVE(getdelim); STDIO_BODY(ssize_t, fp, 0, real_getdelim(l, n, d, fp), r > 0 ? r : 0) }
+EXPORT ssize_t __getdelim(char **l, size_t *n, int d, FILE *fp) { RESOLVE(__getdelim); STDIO_BODY(ssize_t, fp, 0, real___getdelim(l, n, d, fp), r > 0 ? r : 0) }
+EXPORT ssize_t getline(char **l, size_t *n, FILE *fp) { RESOLVE(getline); STDIO_BODY(ssize_t, fp, 0, real_getline(l, n, fp), r > 0 ? r : 0) }
+
+/* formatted output: every variadic form goes to its v-variant */
+DECL(int, vfprintf, (FILE *, const char *, va_list));
+DECL(int, __vfprintf_chk, (FILE *, int, const char *, va_list));
+EXPORT int vfprintf(FILE *fp, const char *f, va_list ap) { RESOLVE(vfprintf); STDIO_BODY(int, fp, 1, real_vfprintf(fp, f, ap), r >= 0 ? r : 0) }
+EXPORT int __vfprintf_chk(FILE *fp, int fl, const char *f, va_list ap) { RESOLVE(__vfprintf_chk); STDIO_BODY(int, fp, 1, real___vfprintf_chk(fp, fl, f, ap), r >= 0 ? r : 0) }
+EXPORT int fprintf(FILE *fp, const char *f, ...) { va_list ap; va_start(ap, f); int r = vfprintf(fp, f, ap); va_end(ap); return r; }
+EXPORT int __fprintf_chk(FILE *fp, int fl, const char *f, ...) { va_list ap; va_start(ap, f); int r = __vfprintf_chk(fp, fl, f, ap); va_end(ap); return r; }
+EXPORT int vprintf(const char *f, va_list ap) { return vfprintf(stdout, f, ap); }
+EXPORT int __vprintf_chk(int fl, const char *f, va_list ap) { return __vfprintf_chk(stdout, fl, f, ap); }
+EXPORT int printf(const char *f, ...) { va_list ap; va_start(ap, f); int r = vfprintf(stdout, f, ap); va_end(ap); return r; }
+EXPORT int __printf_chk(int fl, const char *f, ...) { va_list ap; va_start(ap, f); int r = __vfprintf_chk(stdout, fl, f, ap); va_end(ap); return r; }
+
+/* formatted input: bytes consumed = change of the stream position (0 when the stream cannot tell) */
+DECL(off64_t, ftello64, (FILE *));
+static int64_t fp_tell(FILE *fp)
+{
+    RESOLVE(ftello64);
+    int e = errno;
+    int64_t p = real_ftello64(fp);
+    errno = e;
+    return p;
+}
+#define SCANF_BODY(CALL)                                                                                       \
+    struct ofd *o;                                                                                             \
+    if (!g_on || !(o = fp_ofd(fp))) return CALL;                                                               \
+    int64_t p0 = fp_tell(fp);                                                                                  \
+    uint64_t t0 = NOW();                                                                                       \
+    int r = CALL;                                                                                              \
+    uint64_t t1 = NOW();                                                                                       \
+    SAVE_ERRNO;                                                                                                \
+    int64_t p1 = fp_tell(fp);                                                                                  \
+    int64_t nb = p0 >= 0 && p1 >= p0 ? p1 - p0 : 0;                                                            \
+    if (p0 >= 0) __atomic_store_n(&o->pos, p0, __ATOMIC_RELAXED);                                              \
+    rec_stdio(o, 0, nb, t0, t1, saved_errno_);                                                                 \
+    RESTORE_ERRNO;                                                                                             \
+    return r;
+static int (*real_vfscanf)(FILE *, const char *, va_list);
+DECL(int, __isoc99_vfscanf, (FILE *, const char *, va_list));
+/* <stdio.h> redirects fscanf/vfscanf to the __isoc99_ names; define the plain symbols under other C names */
+EXPORT int mtc_vfscanf(FILE *fp, const char *f, va_list ap) __asm__("vfscanf");
+EXPORT int mtc_fscanf(FILE *fp, const char *f, ...) __asm__("fscanf");
+EXPORT int mtc_vfscanf(FILE *fp, const char *f, va_list ap) { RESOLVE(vfscanf); SCANF_BODY(real_vfscanf(fp, f, ap)) }
+EXPORT int __isoc99_vfscanf(FILE *fp, const char *f, va_list ap) { RESOLVE(__isoc99_vfscanf); SCANF_BODY(real___isoc99_vfscanf(fp, f, ap)) }
+EXPORT int mtc_fscanf(FILE *fp, const char *f, ...) { va_list ap; va_start(ap, f); int r = mtc_vfscanf(fp, f, ap); va_end(ap); return r; }
+EXPORT int __isoc99_fscanf(FILE *fp, const char *f, ...) { va_list ap; va_start(ap, f); int r = __isoc99_vfscanf(fp, f, ap); va_end(ap); return r; }
+
+/* positioning: stdio seeks count as seeks and set the logical position */
+static void rec_fseek(FILE *fp, struct ofd *o, int ok, uint64_t t0, uint64_t t1, int err)
+{
+    if (ok) {
+        __atomic_store_n(&o->pos, fp_tell(fp), __ATOMIC_RELAXED);
+        ADD(&o->f->c[C_SEEKS], 1);
+    } else ADD(&o->f->c[C_ERRORS], 1);
+    if (UNLIKELY(g_trace)) trace(OP_SEEK, OF_STDIO, o->f, ok ? o->pos : -1, 0, t0, t1, ok ? 0 : err);
+}
+#define FSEEK_WRAP(name, OFFT)                                                                                 \
+    DECL(int, name, (FILE *, OFFT, int));                                                                      \
+    EXPORT int name(FILE *fp, OFFT off, int wh)                                                                \
+    {                                                                                                          \
+        RESOLVE(name);                                                                                         \
+        struct ofd *o;                                                                                         \
+        if (!g_on || !(o = fp_ofd(fp))) return real_##name(fp, off, wh);                                       \
+        uint64_t t0 = NOW();                                                                                   \
+        int r = real_##name(fp, off, wh);                                                                      \
+        uint64_t t1 = NOW();                                                                                   \
+        SAVE_ERRNO;                                                                                            \
+        rec_fseek(fp, o, r == 0, t0, t1, saved_errno_);                                                        \
+        RESTORE_ERRNO;                                                                                         \
+        return r;                                                                                              \
+    }
+FSEEK_WRAP(fseek, long)
+FSEEK_WRAP(fseeko, off_t)
+FSEEK_WRAP(fseeko64, off64_t)
+DECL(void, rewind, (FILE *));
+EXPORT void rewind(FILE *fp)
+{
+    RESOLVE(rewind);
+    struct ofd *o;
+    if (!g_on || !(o = fp_ofd(fp))) { real_rewind(fp); return; }
+    uint64_t t0 = NOW();
+    real_rewind(fp);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    rec_fseek(fp, o, 1, t0, t1, 0);
+    RESTORE_ERRNO;
+}
+/* ftell/ftello/fflush: passed through (counted as nothing); wrapped only so the list in the issue is explicit */
+DECL(long, ftell, (FILE *));
+DECL(off_t, ftello, (FILE *));
+DECL(int, fflush, (FILE *));
+EXPORT long ftell(FILE *fp) { RESOLVE(ftell); return real_ftell(fp); }
+EXPORT off_t ftello(FILE *fp) { RESOLVE(ftello); return real_ftello(fp); }
+EXPORT off64_t ftello64(FILE *fp) { RESOLVE(ftello64); return real_ftello64(fp); }
+EXPORT int fflush(FILE *fp) { RESOLVE(fflush); return real_fflush(fp); }
+
+/* ---------------------------------------------------------------- libgfarm (only called when the program links it) */
+typedef int gfarm_error_t;
+typedef struct gfs_file *GFS_File;
+typedef int64_t gfarm_off_t;
+typedef uint32_t gfarm_mode_t;
+#define GFARM_ERR_NO_ERROR 0
+#define GFARM_FILE_CREATE 0x200
+#define GFARM_FILE_EXCLUSIVE 0x800
+struct gfslot { GFS_File key; struct ofd *o; };
+static struct gfslot g_gf[GF_SLOTS];
+#define GF_TOMB ((GFS_File)1)
+static unsigned gf_hash(GFS_File g) { return (unsigned)(((uintptr_t)g >> 4) * 2654435761u) & (GF_SLOTS - 1); }
+static struct ofd *gf_get(GFS_File g)
+{
+    unsigned h = gf_hash(g);
+    for (unsigned i = 0; i < GF_SLOTS; i++) {
+        struct gfslot *s = &g_gf[(h + i) & (GF_SLOTS - 1)];
+        GFS_File k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+        if (k == g) return __atomic_load_n(&s->o, __ATOMIC_ACQUIRE);
+        if (!k) return NULL;
+    }
+    return NULL;
+}
+static void gf_put(GFS_File g, struct ofd *o)
+{
+    unsigned h = gf_hash(g);
+    for (unsigned i = 0; i < GF_SLOTS; i++) {
+        struct gfslot *s = &g_gf[(h + i) & (GF_SLOTS - 1)];
+        GFS_File k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+        if (k == NULL || k == GF_TOMB) {
+            if (__atomic_compare_exchange_n(&s->key, &k, GF_TOMB, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                __atomic_store_n(&s->o, o, __ATOMIC_RELEASE);
+                __atomic_store_n(&s->key, g, __ATOMIC_RELEASE);
+                return;
+            }
+        }
+    }
+    ofd_put(o);
+}
+static struct ofd *gf_take(GFS_File g)
+{
+    unsigned h = gf_hash(g);
+    for (unsigned i = 0; i < GF_SLOTS; i++) {
+        struct gfslot *s = &g_gf[(h + i) & (GF_SLOTS - 1)];
+        GFS_File k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+        if (k == g) {
+            struct ofd *o = __atomic_exchange_n(&s->o, NULL, __ATOMIC_ACQ_REL);
+            __atomic_store_n(&s->key, GF_TOMB, __ATOMIC_RELEASE);
+            return o;
+        }
+        if (!k) return NULL;
+    }
+    return NULL;
+}
+static void gf_reg(GFS_File g, const char *url, int created, uint64_t t0, uint64_t t1)
+{
+    char buf[PATH_MAX];
+    size_t n = s_len(url);
+    if (n + 1 > sizeof buf) return;
+    memcpy(buf, url, n + 1);
+    struct frec *f = frec_get(buf, n, FF_GFARM | (created ? FF_CREATED : 0));
+    if (!f) return;
+    struct ofd *o = ofd_new(f, 0);
+    if (o) gf_put(g, o);
+    ADD(&f->c[C_OPENS], 1);
+    if (created) ADD(&f->c[C_CREATES], 1);
+    ADD(&f->c[C_T_OPEN], t1 - t0);
+    MINU_NZ(&f->c[C_FIRST_OPEN], t0);
+    if (UNLIKELY(g_trace)) trace(OP_OPEN, (uint16_t)(OF_GFARM | (created ? OF_CREATED : 0)), f, -1, 0, t0, t1, 0);
+}
+DECL(gfarm_error_t, gfs_pio_open, (const char *, int, GFS_File *));
+DECL(gfarm_error_t, gfs_pio_create, (const char *, int, gfarm_mode_t, GFS_File *));
+DECL(gfarm_error_t, gfs_pio_close, (GFS_File));
+DECL(gfarm_error_t, gfs_pio_read, (GFS_File, void *, int, int *));
+DECL(gfarm_error_t, gfs_pio_write, (GFS_File, const void *, int, int *));
+DECL(gfarm_error_t, gfs_pio_pread, (GFS_File, void *, int, gfarm_off_t, int *));
+DECL(gfarm_error_t, gfs_pio_pwrite, (GFS_File, const void *, int, gfarm_off_t, int *));
+EXPORT gfarm_error_t gfs_pio_open(const char *url, int fl, GFS_File *gp)
+{
+    RESOLVE(gfs_pio_open);
+    if (!g_on) return real_gfs_pio_open(url, fl, gp);
+    uint64_t t0 = NOW();
+    gfarm_error_t e = real_gfs_pio_open(url, fl, gp);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    if (e == GFARM_ERR_NO_ERROR && gp && *gp) gf_reg(*gp, url, 0, t0, t1);
+    RESTORE_ERRNO;
+    return e;
+}
+EXPORT gfarm_error_t gfs_pio_create(const char *url, int fl, gfarm_mode_t m, GFS_File *gp)
+{
+    RESOLVE(gfs_pio_create);
+    if (!g_on) return real_gfs_pio_create(url, fl, m, gp);
+    uint64_t t0 = NOW();
+    gfarm_error_t e = real_gfs_pio_create(url, fl, m, gp);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    if (e == GFARM_ERR_NO_ERROR && gp && *gp) gf_reg(*gp, url, 1, t0, t1);
+    RESTORE_ERRNO;
+    return e;
+}
+EXPORT gfarm_error_t gfs_pio_close(GFS_File g)
+{
+    RESOLVE(gfs_pio_close);
+    struct ofd *o;
+    if (!g_on || !(o = gf_take(g))) return real_gfs_pio_close(g);
+    uint64_t t0 = NOW();
+    gfarm_error_t e = real_gfs_pio_close(g);
+    uint64_t t1 = NOW();
+    SAVE_ERRNO;
+    rec_close(o, t0, t1, OF_GFARM);
+    RESTORE_ERRNO;
+    return e;
+}
+#define GF_IO(CALL, WR, OFF, FL)                                                                               \
+    struct ofd *o;                                                                                             \
+    if (!g_on || !(o = gf_get(g))) return CALL;                                                                \
+    uint64_t t0 = NOW();                                                                                       \
+    gfarm_error_t e = CALL;                                                                                    \
+    uint64_t t1 = NOW();                                                                                       \
+    SAVE_ERRNO;                                                                                                \
+    int64_t nb = e == GFARM_ERR_NO_ERROR && np ? *np : -1;                                                     \
+    rec_rw(o->f, WR, nb < 0 ? -1 : (OFF), nb, t0, t1, FL, e);                                                  \
+    RESTORE_ERRNO;                                                                                             \
+    return e;
+EXPORT gfarm_error_t gfs_pio_read(GFS_File g, void *b, int n, int *np) { RESOLVE(gfs_pio_read); GF_IO(real_gfs_pio_read(g, b, n, np), 0, POS_ADVANCE(&o->pos, nb), OF_GFARM) }
+EXPORT gfarm_error_t gfs_pio_write(GFS_File g, const void *b, int n, int *np) { RESOLVE(gfs_pio_write); GF_IO(real_gfs_pio_write(g, b, n, np), 1, POS_ADVANCE(&o->pos, nb), OF_GFARM) }
+EXPORT gfarm_error_t gfs_pio_pread(GFS_File g, void *b, int n, gfarm_off_t off, int *np) { RESOLVE(gfs_pio_pread); GF_IO(real_gfs_pio_pread(g, b, n, off, np), 0, off, OF_GFARM | OF_POS) }
+EXPORT gfarm_error_t gfs_pio_pwrite(GFS_File g, const void *b, int n, gfarm_off_t off, int *np) { RESOLVE(gfs_pio_pwrite); GF_IO(real_gfs_pio_pwrite(g, b, n, off, np), 1, off, OF_GFARM | OF_POS) }

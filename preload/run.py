@@ -1,0 +1,63 @@
+"""`mtcprof run [options] -- CMD...`: run one command (and all its children) under the shim."""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from mtcio.preload import lib_path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dir", default=os.environ.get("MTCPROF_DIR", "."),
+                   help="log folder (MTCPROF_DIR; default: $MTCPROF_DIR or the current folder)")
+    p.add_argument("--run", help="run id (MTCPROF_RUN)")
+    p.add_argument("--task", help="task id (MTCPROF_TASK)")
+    p.add_argument("--stage", help="workflow stage (MTCPROF_STAGE)")
+    p.add_argument("--host", help="host name recorded in the logs (MTCPROF_HOST; default: uname)")
+    p.add_argument("--include", help="colon-separated path prefixes to trace (MTCPROF_INCLUDE; default: all)")
+    p.add_argument("--exclude", help="colon-separated path prefixes not to trace (MTCPROF_EXCLUDE; "
+                                     "/proc, /sys, /dev and the log folder always are)")
+    p.add_argument("--trace-ops", action="store_true", help="also record the full op trace (MTCPROF_TRACE=ops)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...", help="the command to run")
+
+
+def shim_env(base: dict | None = None, *, dir: str, run=None, task=None, stage=None, host=None, include=None,
+             exclude=None, trace_ops=False) -> dict:
+    """Environment that runs a command under the shim (also used by tests and the Pwrake plugin)."""
+    env = dict(os.environ if base is None else base)
+    lib = lib_path()
+    pre = env.get("LD_PRELOAD", "")
+    if lib not in pre.split(":"):
+        env["LD_PRELOAD"] = lib + (":" + pre if pre else "")
+    env["MTCPROF_DIR"] = os.path.abspath(dir)
+    for k, v in (("MTCPROF_RUN", run), ("MTCPROF_TASK", task), ("MTCPROF_STAGE", stage), ("MTCPROF_HOST", host),
+                 ("MTCPROF_INCLUDE", include), ("MTCPROF_EXCLUDE", exclude)):
+        if v is not None:
+            env[k] = v
+    if trace_ops:
+        env["MTCPROF_TRACE"] = "ops"
+    return env
+
+
+def main(args: argparse.Namespace) -> int:
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        print("mtcprof run: no command given (usage: mtcprof run [--dir D --task T --stage S] -- CMD...)",
+              file=sys.stderr)
+        return 2
+    try:
+        lib_path()
+    except FileNotFoundError as e:
+        print(f"mtcprof run: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(args.dir, exist_ok=True)
+    env = shim_env(dir=args.dir, run=args.run, task=args.task, stage=args.stage, host=args.host,
+                   include=args.include, exclude=args.exclude, trace_ops=args.trace_ops)
+    try:
+        rc = subprocess.call(cmd, env=env)
+    except FileNotFoundError:
+        print(f"mtcprof run: command not found: {cmd[0]}", file=sys.stderr)
+        return 127
+    return 128 - rc if rc < 0 else rc
