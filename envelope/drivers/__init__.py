@@ -1,0 +1,68 @@
+"""External benchmark drivers (one module per tool, one interface: :class:`base.Driver`).
+
+``parse_file(path)`` is what ``mtcenvelope import FILE...`` calls: it recognises the tool
+from the content (never from the file name) and returns the file's points.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..points import ParseError, Point, UnknownFormat
+from .base import Driver
+from .fio import FioDriver
+from .ior import IORDriver
+from .iozone import IozoneDriver
+from .mdtest import MdtestDriver
+
+DRIVERS: dict[str, Driver] = {d.name: d for d in (IORDriver(), MdtestDriver(), FioDriver(),
+                                                   IozoneDriver())}
+
+
+def get_driver(name: str) -> Driver:
+    try:
+        return DRIVERS[name]
+    except KeyError:
+        raise ValueError(f"unknown tool {name!r}; one of {', '.join(DRIVERS)}") from None
+
+
+def detect(text: str) -> Driver | None:
+    for d in DRIVERS.values():
+        if d.detect(text):
+            return d
+    return None
+
+
+def parse_text(text: str, context: dict[str, Any] | None = None,
+               tool: str | None = None) -> list[Point]:
+    ctx = dict(context or {})
+    src = ctx.get("source", "<text>")
+    if not text.strip():
+        raise ParseError(src, "empty file: no benchmark output in it")
+    driver = get_driver(tool) if tool else detect(text)
+    if driver is None:
+        if text.lstrip().startswith("Writing output to "):
+            raise ParseError(src, "this is the stdout of an IOR run with -O summaryFormat=JSON; "
+                             "parse the summary file it names instead")
+        first = text.strip().splitlines()[0][:80]
+        raise UnknownFormat(src, "not the output of a known tool (IOR text/JSON, mdtest, fio "
+                            f"--output-format=json, iozone); it starts with {first!r}")
+    return driver.parse(text, ctx)
+
+
+def parse_file(path: str | os.PathLike, context: dict[str, Any] | None = None,
+               tool: str | None = None) -> list[Point]:
+    """Points of one benchmark output file; raises ParseError naming the file."""
+    p = os.fspath(path)
+    try:
+        with open(p, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise ParseError(p, f"cannot read: {e.strerror}") from None
+    text = raw.decode("utf-8", errors="replace")
+    ctx = dict(context or {})
+    ctx.setdefault("source", p)
+    return parse_text(text, ctx, tool)
+
+
+__all__ = ["DRIVERS", "Driver", "get_driver", "detect", "parse_text", "parse_file"]
