@@ -473,6 +473,15 @@ static void reg_open(int fd, int dirfd, const char *path, int oflags, int create
     MINU_NZ(&f->c[C_FIRST_OPEN], t0);
     if (UNLIKELY(g_trace)) trace(OP_OPEN, (uint16_t)((created ? OF_CREATED : 0) | (ff & FF_STDIO ? OF_STDIO : 0)), f, -1, 0, t0, t1, 0);
 }
+/* a failed open counts as an error on its path (failed lookups are metadata load too) */
+static void rec_open_failed(int dirfd, const char *path, uint64_t t0, uint64_t t1, int err)
+{
+    struct frec *f = frec_at(dirfd, path, 0);
+    if (!f) return;
+    ADD(&f->c[C_ERRORS], 1);
+    ADD(&f->c[C_T_OPEN], t1 - t0);
+    if (UNLIKELY(g_trace)) trace(OP_OPEN, 0, f, -1, -1, t0, t1, err);
+}
 static void rec_close(struct ofd *o, uint64_t t0, uint64_t t1, uint16_t fl)
 {
     struct frec *f = o->f;
@@ -1036,18 +1045,21 @@ static int is_creat(int flags) { return (flags & O_CREAT) && (flags & O_TMPFILE)
  * call when it succeeds); on any failure, repeat the original call so results and errno are the program's own. */
 #define OPEN_BODY(CALL_ORIG, CALL_EXCL, DIRFD, PATH, FLAGS)                                                    \
     if (!g_on) return CALL_ORIG;                                                                               \
-    int created = 0, fd;                                                                                       \
+    int created = 0, fd, errno0_ = errno;                                                                      \
     uint64_t t0 = NOW();                                                                                       \
     if (is_creat(FLAGS) && !((FLAGS) & O_EXCL)) {                                                              \
         fd = CALL_EXCL;                                                                                        \
         if (fd >= 0) created = 1;                                                                              \
-        else fd = CALL_ORIG;                                                                                   \
+        else { errno = errno0_; fd = CALL_ORIG; }                                                              \
     } else {                                                                                                   \
         fd = CALL_ORIG;                                                                                        \
         created = fd >= 0 && is_creat(FLAGS);                                                                  \
     }                                                                                                          \
     uint64_t t1 = NOW();                                                                                       \
-    if (fd >= 0) { SAVE_ERRNO; reg_open(fd, DIRFD, PATH, FLAGS, created, t0, t1, FF_POSIX); RESTORE_ERRNO; } \
+    SAVE_ERRNO;                                                                                                \
+    if (fd >= 0) reg_open(fd, DIRFD, PATH, FLAGS, created, t0, t1, FF_POSIX);                                  \
+    else rec_open_failed(DIRFD, PATH, t0, t1, saved_errno_);                                                   \
+    RESTORE_ERRNO;                                                                                             \
     return fd;
 
 static mode_t va_mode(int flags, va_list ap)
@@ -1607,15 +1619,19 @@ static FILE *fopen_common(FILE *(*fn)(const char *, const char *), const char *p
         /* glibc stops parsing mode flags at ',': put the x before a ",ccs=" suffix */
         const char *comma = strchr(m, ',');
         if (comma) { size_t k = (size_t)(comma - m); memcpy(m2, m, k); m2[k] = 'x'; memcpy(m2 + k + 1, comma, ml - k + 1); }
+        int e0 = errno;
         fp = fn(p, m2);
         if (fp) created = 1;
-        else fp = fn(p, m);
+        else { errno = e0; fp = fn(p, m); }
     } else {
         fp = fn(p, m);
         created = fp && (fl & O_CREAT);
     }
     uint64_t t1 = NOW();
-    if (fp) { SAVE_ERRNO; reg_open(fp->_fileno, AT_FDCWD, p, fl, created, t0, t1, FF_STDIO); RESTORE_ERRNO; }
+    SAVE_ERRNO;
+    if (fp) reg_open(fp->_fileno, AT_FDCWD, p, fl, created, t0, t1, FF_STDIO);
+    else rec_open_failed(AT_FDCWD, p, t0, t1, saved_errno_);
+    RESTORE_ERRNO;
     return fp;
 }
 DECL(FILE *, fopen, (const char *, const char *));

@@ -1,0 +1,116 @@
+"""Exact per-file counters and op trace for a scripted C program (tests/preload_progs/scripted.c)."""
+import os
+
+import numpy as np
+import pytest
+
+from mtcio.db.logformat import OP_CODES
+from mtcio.preload.testing import logs, nonzero, prog, run
+
+
+def _run_scripted(tmp_path, **extra):
+    d, logdir = tmp_path / "data", tmp_path / "logs"
+    d.mkdir(), logdir.mkdir()
+    r = run([prog("scripted"), str(d)], str(logdir), env_extra=extra)
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stderr == b""
+    (log,) = logs(str(logdir))
+    assert log.complete and log.error is None
+    return str(d), log
+
+
+EXPECTED = {
+    "A": dict(opens=2, creates=1, closes=4, reads=5, writes=5, bytes_read=254, bytes_written=380, seeks=1,
+              read_discont=4, write_discont=2, max_offset=1050, fsyncs=1, renames=1, mmaps=1, mmap_bytes=1050, dups=2),
+    "B": dict(opens=2, creates=1, closes=2, reads=4, writes=6, bytes_read=112, bytes_written=198, seeks=1,
+              read_discont=2, max_offset=198, stats=2, truncates=1),
+    "NX": dict(errors=2),
+    "D": dict(mkdirs=1, rmdirs=1),
+    "A2": dict(unlinks=1),
+    "C": dict(opens=2, creates=1, closes=2, reads=1, writes=1, bytes_read=3, bytes_written=7, read_discont=1,
+              max_offset=7, stats=1, truncates=1),
+    "": dict(opens=1, closes=1),           # the directory opened for openat
+    "E": dict(opens=2, creates=1, closes=2, writes=2, bytes_written=7, max_offset=7),
+    "sub": dict(mkdirs=1),
+    "F": dict(opens=1, creates=1, closes=1, writes=1, bytes_written=3, max_offset=3),
+}
+HIST = {"A": ([4, 1], [2, 3]), "B": ([3, 1], [6, 0]), "C": ([1, 0], [1, 0]), "E": ([0, 0], [2, 0]), "F": ([0, 0], [1, 0])}
+
+
+def test_scripted_exact_counts(tmp_path):
+    d, log = _run_scripted(tmp_path)
+    byname = {os.path.relpath(f["path"], d) if f["path"] != d else "": f for f in log.files}
+    assert set(byname) == set(EXPECTED), sorted(byname)
+    for name, exp in EXPECTED.items():
+        assert nonzero(byname[name]) == exp, name
+    for name, (hr, hw) in HIST.items():
+        assert byname[name]["hist_read"] == hr + [0] * 8, name
+        assert byname[name]["hist_write"] == hw + [0] * 8, name
+    assert set(byname["A"]["flags"]) == {"created", "posix"}
+    assert set(byname["B"]["flags"]) == {"created", "stdio"}
+    assert "created" not in byname["NX"]["flags"]
+    p = log.process
+    assert p["munmaps"] == 1 and p["n_files"] == len(EXPECTED)
+    assert p["exit_status"] == 0 and p["ended_by"] == "main_return"
+    assert p["argv"] == [prog("scripted"), d] and p["exe"] == os.path.realpath(prog("scripted"))
+    # timings: opened files have open/close times and timestamps inside the process lifetime
+    for name in ("A", "B", "C", "E", "F"):
+        f = byname[name]
+        assert f["t_open_ns"] > 0 and f["t_close_ns"] > 0
+        assert p["start_ns"] <= f["first_open_ns"] <= f["last_close_ns"] <= p["end_ns"]
+    assert byname["A"]["t_write_ns"] > 0 and byname["A"]["t_read_ns"] > 0 and byname["B"]["t_meta_ns"] > 0
+
+
+def test_scripted_op_trace_matches_counters(tmp_path):
+    d, log = _run_scripted(tmp_path, MTCPROF_TRACE="ops")
+    ops = log.ops
+    assert log.process["trace_ops"] and log.process["ops_traced"] == len(ops) and log.process["ops_dropped"] == 0
+    byid = log.files_by_id()
+    for f in log.files:
+        mine = ops[ops["file"] == f["id"]]
+        for kind, cnt, nbytes in (("read", "reads", "bytes_read"), ("write", "writes", "bytes_written")):
+            sel = mine[(mine["op"] == OP_CODES[kind]) & (mine["err"] == 0)]
+            assert len(sel) == f[cnt], (f["path"], kind)
+            assert int(sel["length"].sum()) == f[nbytes], (f["path"], kind)
+        opens = mine[mine["op"] == OP_CODES["open"]]
+        assert (opens["err"] == 0).sum() == f["opens"], f["path"]
+        assert (opens["err"] != 0).sum() == (1 if f["path"].endswith("/NX") else 0), f["path"]
+    a = next(f for f in log.files if f["path"] == d + "/A")
+    reads = ops[(ops["file"] == a["id"]) & (ops["op"] == OP_CODES["read"])]
+    assert reads["offset"].tolist() == [0, 0, 1040, 64, 164]
+    assert reads["length"].tolist() == [64, 64, 10, 100, 16]
+    writes = ops[(ops["file"] == a["id"]) & (ops["op"] == OP_CODES["write"])]
+    assert writes["offset"].tolist() == [0, 100, 200, 1000, 300]
+    # timestamps are realtime ns inside the process lifetime, ordered per thread
+    p = log.process
+    assert (ops["start_ns"] >= p["start_ns"]).all() and (ops["start_ns"] + ops["dur_ns"] <= p["end_ns"]).all()
+    assert (np.diff(ops["start_ns"].astype(np.int64)) >= 0).all()
+    assert set(ops["tid"].tolist()) == {p["pid"]}
+    rename = ops[ops["op"] == OP_CODES["rename"]]
+    assert len(rename) == 1 and byid[int(rename["offset"][0])]["path"] == d + "/A2"
+
+
+def test_include_exclude(tmp_path):
+    d = tmp_path / "data"
+    for extra, expect in (({"MTCPROF_EXCLUDE": f"{d}/B:{d}/C"}, set(EXPECTED) - {"B", "C"}),
+                          ({"MTCPROF_INCLUDE": f"{d}/E:{d}/F/"}, {"E", "F"})):
+        if d.exists():
+            import shutil
+            shutil.rmtree(tmp_path)
+            tmp_path.mkdir()
+        dd, log = _run_scripted(tmp_path, **extra)
+        assert {os.path.relpath(f["path"], dd) if f["path"] != dd else "" for f in log.files} == expect
+        if "E" in expect:
+            e = next(f for f in log.files if f["path"].endswith("/E"))
+            assert nonzero(e) == EXPECTED["E"]
+
+
+def test_attribution_from_environment(tmp_path):
+    _, log = _run_scripted(tmp_path, MTCPROF_RUN="r7", MTCPROF_TASK="t42", MTCPROF_STAGE="mProjectPP",
+                           MTCPROF_HOST="node9")
+    p = log.process
+    assert (p["run"], p["task"], p["stage"], p["host"]) == ("r7", "t42", "mProjectPP", "node9")
+    name = os.path.basename(log.path)
+    assert name == f"node9.{p['pid']}.{p['start_ns']}.mtclog"
+    assert oct(os.stat(log.path).st_mode & 0o777) == "0o600"
+    assert os.listdir(os.path.dirname(log.path)) == [name]        # no temp file left
