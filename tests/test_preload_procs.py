@@ -1,0 +1,123 @@
+"""Threads, process trees (fork, exec, vfork, posix_spawn, shell pipeline) and the ways a process ends."""
+import os
+import signal
+import subprocess
+import time
+from collections import defaultdict
+
+import pytest
+
+from mtcio.db.logformat import OP_CODES
+from mtcio.preload.testing import env_for, logs, nonzero, prog, run
+
+
+@pytest.mark.parametrize("trace", [False, True])
+def test_threads_exact_totals(tmp_path, trace):
+    d, logdir = tmp_path / "d", tmp_path / "logs"
+    d.mkdir(), logdir.mkdir()
+    n = 100000
+    r = run([prog("threads"), str(d), str(n)], str(logdir), env_extra={"MTCPROF_TRACE": "ops"} if trace else {})
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    (log,) = logs(str(logdir))
+    f = {os.path.basename(x["path"]): x for x in log.files}
+    assert set(f) == {"own0", "own1", "own2", "own3", "shared", "sharedout"}
+    for i in range(4):
+        assert nonzero(f[f"own{i}"]) == dict(opens=1, creates=1, closes=1, writes=n, bytes_written=16 * n,
+                                              max_offset=16 * n)
+    sh = f["shared"]
+    assert (sh["reads"], sh["bytes_read"], sh["writes"], sh["bytes_written"]) == (4 * n, 32 * n, 1, 4096)
+    so = f["sharedout"]
+    assert (so["writes"], so["bytes_written"], so["max_offset"]) == (n, 8 * n, 8 * n)
+    assert sum(so["hist_write"]) == n and sum(sh["hist_read"]) == 4 * n
+    if trace:
+        ops = log.ops
+        total = 4 * n + 4 * n + n + 1 + 6 + 6          # writes, preads, fwrites, initial write, opens, closes
+        assert len(ops) == total and log.process["ops_dropped"] == 0
+        assert len(set(ops["tid"].tolist())) == 9
+        assert int(ops[ops["op"] == OP_CODES["read"]]["length"].sum()) == 32 * n
+
+
+def _by_pid(ls):
+    d = defaultdict(list)
+    for l in ls:
+        d[l.process["pid"]].append(l)
+    for v in d.values():
+        v.sort(key=lambda l: l.process["start_ns"])
+    return d
+
+
+def test_process_tree_one_log_per_process(tmp_path):
+    d, logdir = tmp_path / "d", tmp_path / "logs"
+    d.mkdir(), logdir.mkdir()
+    r = run([prog("proctree"), str(d)], str(logdir), env_extra={"MTCPROF_TASK": "tree-7", "MTCPROF_STAGE": "st"})
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    ls = logs(str(logdir))
+    assert all(l.complete for l in ls)
+    assert {(l.process["task"], l.process["stage"]) for l in ls} == {("tree-7", "st")}
+    pids = _by_pid(ls)
+    # every process has exactly one final log; earlier logs of the same pid end in exec (its exec chain)
+    for pid, chain in pids.items():
+        assert [l.process["ended_by"] for l in chain[:-1]] == ["exec"] * (len(chain) - 1)
+        assert chain[-1].process["ended_by"] != "exec"
+    # root, fork child, fork+exec, vfork+exec, posix_spawn, sh, cat, sha256sum = 8 processes
+    assert len(pids) == 8
+    root = [c[-1] for c in pids.values() if c[-1].process["argv"] == [prog("proctree"), str(d)] and
+            c[-1].process["origin"] == "exec"]
+    assert len(root) == 1
+    root = root[0]
+    rootpid = root.process["pid"]
+    kids = [c for c in pids.values() if c[0].process["ppid"] == rootpid]
+    assert len(kids) == 5
+    # each file's bytes appear in exactly one log (nothing lost, nothing duplicated)
+    written = defaultdict(list)
+    for l in ls:
+        for f in l.files:
+            if f["bytes_written"]:
+                written[os.path.basename(f["path"])].append(f["bytes_written"])
+    assert dict(written) == {"root_before": [10], "root_after": [30], "forked": [20], "fork_exec": [100],
+                             "vfork_exec": [100], "spawned": [100], "pipe_out": [65]}
+    # (pipe_out is 68 bytes: sha256sum writes 3 of them with the inline putchar_unlocked macro, see FORMAT.md)
+    forked = [c[-1] for c in kids if c[-1].process["origin"] == "fork"]
+    assert len(forked) == 1 and forked[0].process["exit_status"] == 3 and forked[0].process["ended_by"] == "exit"
+    assert forked[0].process["parent_start_ns"] == root.process["start_ns"]
+    assert [os.path.basename(f["path"]) for f in forked[0].files] == ["forked"]
+    leaves = sorted(os.path.basename(c[-1].files[0]["path"]) for c in kids if c[-1].process["argv"][1:2] == ["leaf"])
+    assert leaves == ["fork_exec", "spawned", "vfork_exec"]
+    cat = [c[-1] for c in pids.values() if c[-1].process["argv"][0] == "cat"]
+    assert len(cat) == 1 and sum(f["bytes_read"] for f in cat[0].files) == 30
+    sha = [c for c in pids.values() if c[-1].process["argv"] == ["sha256sum"]]
+    assert len(sha) == 1 and len(sha[0]) == 2      # the sh child that opened the redirect, then sha256sum
+    pre, img = sha[0]
+    assert pre.process["origin"] == "fork" and nonzero(pre.file_by_path(str(d / "pipe_out")))["creates"] == 1
+    assert "inherited" in img.file_by_path(str(d / "pipe_out"))["flags"]
+
+
+@pytest.mark.parametrize("mode,status,ended_by,sig", [
+    ("return", 9, "main_return", 0), ("exit", 7, "exit", 0), ("_exit", 5, "_exit", 0), ("_Exit", 6, "_exit", 0),
+    ("sigterm", -1, "signal", signal.SIGTERM), ("segv", -1, "signal", signal.SIGSEGV),
+    ("abort", -1, "signal", signal.SIGABRT)])
+def test_process_endings_leave_readable_log(tmp_path, mode, status, ended_by, sig):
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    out = tmp_path / "out"
+    r_un = run([prog("endings"), mode, str(tmp_path / "out-untraced")])
+    r = run([prog("endings"), mode, str(out)], str(logdir))
+    assert r.returncode == r_un.returncode == (status if status >= 0 else -sig)
+    (log,) = logs(str(logdir))
+    assert log.complete
+    p = log.process
+    assert (p["exit_status"], p["ended_by"], p["signal"]) == (status, ended_by, sig)
+    assert nonzero(log.file_by_path(str(out))) == dict(opens=1, creates=1, writes=1, bytes_written=10, max_offset=10)
+
+
+def test_killed_by_sigterm_from_outside(tmp_path):
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    out = tmp_path / "out"
+    p = subprocess.Popen([prog("endings"), "kill", str(out)], env=env_for(str(logdir)), stdout=subprocess.PIPE)
+    assert p.stdout.readline() == b"ready\n"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == -signal.SIGTERM
+    (log,) = logs(str(logdir))
+    assert log.complete and log.process["ended_by"] == "signal" and log.process["signal"] == signal.SIGTERM
+    assert log.file_by_path(str(out))["bytes_written"] == 10
