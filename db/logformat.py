@@ -193,7 +193,7 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
     except LogError as e:
         if strict:
             raise
-        log.error = e
+        log.error = e.with_traceback(None)    # no frames (and no buffer views) kept alive by the error
     if len(buf) >= 16 and bytes(buf[0:8]) == MAGIC:
         log.version = struct.unpack_from(log.byteorder + "H", buf, 8)[0]
     if len(buf) >= 24:
@@ -203,6 +203,7 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
     if ops_chunks:
         ops = np.concatenate(ops_chunks) if len(ops_chunks) > 1 else ops_chunks[0].copy()
         log.ops = ops.astype(OP_DTYPE, copy=False)
+    del ops_chunks
     return log
 
 
@@ -218,10 +219,12 @@ def read_log(path: str | os.PathLike, strict: bool = False) -> MtcLog:
                 raise log.error
             return log
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            log = parse(mm, path, strict)
+            log = parse(mm, path, strict=False)
             # detach numpy views from the mmap before it closes
             log.ops = np.array(log.ops, dtype=OP_DTYPE, copy=True)
-            return log
+    if strict and log.error is not None:
+        raise log.error
+    return log
 
 
 def ops_as_dicts(log: MtcLog) -> Iterator[dict]:
