@@ -192,6 +192,23 @@ def run_engine(argv: Sequence[str], launcher: Sequence[str] | None = None, *,
     return run
 
 
+def start_time(delay_s: float = 0.5) -> int:
+    """A --start-at instant far enough ahead for every host's engine to be launched and to
+    have initialised its workers (libgfarm connects before the barrier)."""
+    import time
+    return time.time_ns() + int(delay_s * 1e9)
+
+
+def run_on_hosts(plans: Sequence[tuple[str, Sequence[str]]],
+                 launcher: Sequence[str] | None = None, **kw: Any) -> list[EngineRun]:
+    """Run one engine per (host, argv) concurrently through ``launcher`` and return their
+    runs in the same order. Give every argv the same ``start_at_ns``."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=max(1, len(plans))) as pool:
+        futs = [pool.submit(run_engine, argv, launcher, host=host, **kw) for host, argv in plans]
+        return [f.result() for f in futs]
+
+
 def _timeout_of(argv: Sequence[str]) -> float | None:
     a = list(argv)
     return float(a[a.index("--timeout") + 1]) if "--timeout" in a else 300.0
@@ -239,6 +256,11 @@ def points_from_runs(metric: str, runs: Sequence[EngineRun], *, file_size: int,
         why = ("no engine run" if not runs else
                f"{agg.failed} of {agg.ops} ops failed: " + "; ".join(agg.errors[:3])
                if agg.failed else "span of 0 ns: too fast to time")
+        # libgfarm explains on stderr what it waited for ("sleep 8 sec: no filesystem
+        # node" when a gfsd is down): keep its last word with the reason
+        tail = [ln for r in runs for ln in r.stderr.splitlines() if ln.strip()]
+        if tail:
+            why += f" (stderr: {tail[-1].strip()[:200]})"
         return [Point.failed(m, file_size, procs_per_host, hosts, repeat, "native", why,
                              version, cfg) for m in metrics]
     out = []

@@ -258,3 +258,16 @@ def test_gfarm_backend_write_local_read_remote(testbed, exe):
         assert [x.bytes for x in rr.records] == [size, size] and all(x.ok for x in rr.records)
     finally:
         testbed.exec(h1, ["gfrm", "-rf", gdir], check=False)
+
+
+def test_run_on_hosts_in_parallel(exe, tmp_path):
+    start = eng.start_time(0.3)
+    plans = [(h, eng.engine_argv("create", path=str(tmp_path / "{rank}"), procs=2,
+                                 rank_base=2 * n, start_at_ns=start, exe=exe))
+             for n, h in enumerate(["hA", "hB"])]
+    runs = eng.run_on_hosts(plans, ["env", "HOST={host}"])
+    assert [r.host for r in runs] == ["hA", "hB"]
+    assert sorted(x.rank for r in runs for x in r.records) == [0, 1, 2, 3]
+    pts = eng.points_from_runs("Tm", runs, file_size=0, procs_per_host=2, hosts=2, repeat=0)
+    assert pts[0].ok and pts[0].config["hosts_run"] == ["hA", "hB"]
+    assert pts[0].value == pytest.approx(eng.aggregate(runs).ops_per_s)
