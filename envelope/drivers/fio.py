@@ -27,7 +27,6 @@ measurement; groups with the same metric, size and job count (a job repeated aft
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 from ..points import ParseError, Point, TruncatedOutput, pair, parse_size

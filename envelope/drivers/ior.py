@@ -26,7 +26,6 @@ transfer + close), so T = B / (bytes one rank moves) = B / (block x segments). I
 """
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from typing import Any, Sequence

@@ -27,7 +27,7 @@ import re
 import shlex
 from typing import Any, Sequence
 
-from ..points import KiB, NoEnvelopeMetric, ParseError, Point, TruncatedOutput, pair
+from ..points import KiB, NoEnvelopeMetric, Point, TruncatedOutput, pair
 from .base import Driver, require, source_of
 
 _TITLE = "Iozone: Performance Test of File I/O"
