@@ -167,11 +167,18 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
             elif rtype == R_FILE:
                 fid, flags, plen, cn = struct.unpack_from(bo + "IIII", buf, p)
                 nc, nb = cn & 0xFFFF, cn >> 16
-                need = 16 + 8 * (nc + 2 * nb) + plen
-                if need > length:
+                mask, = struct.unpack_from(bo + "Q", buf, p + 16)
+                nv = bin(mask).count("1")
+                if 24 + 8 * nv + plen > length or nc + 2 * nb > 64 or mask >> (nc + 2 * nb):
                     raise LogError("file record shorter than its counters and path", p - 8, path)
-                vals = struct.unpack_from(bo + "%dQ" % (nc + 2 * nb), buf, p + 16)
-                pstart = p + 16 + 8 * (nc + 2 * nb)
+                vals = [0] * (nc + 2 * nb)
+                packed = struct.unpack_from(bo + "%dQ" % nv, buf, p + 24)
+                i = 0
+                for slot in range(nc + 2 * nb):
+                    if mask >> slot & 1:
+                        vals[slot] = packed[i]
+                        i += 1
+                pstart = p + 24 + 8 * nv
                 rec = {"id": fid, "path": bytes(buf[pstart:pstart + plen]).decode("utf-8", "surrogateescape"),
                        "flags": _flags(flags, FILE_FLAGS)}
                 for i, name in enumerate(COUNTERS[:nc]):

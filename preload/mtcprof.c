@@ -697,18 +697,21 @@ static int write_log(uint32_t ended_by)
     for (uint32_t i = 0; i < nfrec; i++) {
         const struct frec *f = &g_frecs[i];
         if (!frec_active(f)) continue;
-        uint32_t len = (uint32_t)(16 + 8 * (NCOUNTERS + 2 * NBINS) + ((f->path_len + 7) & ~7u));
+        /* sparse: a mask of the nonzero slots (counters, then read bins, then write bins), then their values */
+        uint64_t v[NCOUNTERS + 2 * NBINS], mask = 0;
+        uint32_t nv = 0;
+        for (int k = 0; k < NCOUNTERS + 2 * NBINS; k++) {
+            uint64_t x = k < NCOUNTERS ? f->c[k] : k < NCOUNTERS + NBINS ? f->hr[k - NCOUNTERS] : f->hw[k - NCOUNTERS - NBINS];
+            if (k >= C_T_OPEN && k <= C_T_META) x = dur_ns(x);
+            else if (k == C_FIRST_OPEN || k == C_LAST_CLOSE) x = tick_ns(x);
+            if (x) { mask |= 1ull << k; v[nv++] = x; }
+        }
+        uint32_t len = (uint32_t)(24 + 8 * nv + ((f->path_len + 7) & ~7u));
         wb_rec(R_FILE, len);
         uint32_t h4[4] = {f->id, f->flags, f->path_len, NCOUNTERS | (NBINS << 16)};
         wb_put(h4, 16);
-        uint64_t c[NCOUNTERS];
-        for (int k = 0; k < NCOUNTERS; k++) c[k] = f->c[k];
-        for (int k = C_T_OPEN; k <= C_T_META; k++) c[k] = dur_ns(c[k]);
-        c[C_FIRST_OPEN] = tick_ns(c[C_FIRST_OPEN]);
-        c[C_LAST_CLOSE] = tick_ns(c[C_LAST_CLOSE]);
-        wb_put(c, sizeof c);
-        wb_put(f->hr, sizeof f->hr);
-        wb_put(f->hw, sizeof f->hw);
+        wb_put(&mask, 8);
+        wb_put(v, 8 * nv);
         wb_put(f->path, f->path_len);
         wb_pad(f->path_len);
     }
@@ -839,13 +842,14 @@ static void on_fatal(int sig)
 static void install_signals(void)
 {
     for (size_t i = 0; i < sizeof g_fatal / sizeof g_fatal[0]; i++) {
+        /* one call per signal: install, and put the old disposition back if it was not the default */
         struct sigaction old, sa;
-        if (sigaction(g_fatal[i], NULL, &old) || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) continue;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_fatal;
         sa.sa_flags = SA_RESTART;
         sigemptyset(&sa.sa_mask);
-        sigaction(g_fatal[i], &sa, NULL);
+        if (sigaction(g_fatal[i], &sa, &old)) continue;
+        if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) sigaction(g_fatal[i], &old, NULL);
     }
 }
 static void atfork_child(void)

@@ -26,6 +26,7 @@ enum mtc_counter {
     NCOUNTERS
 };
 #define NBINS 10
+_Static_assert(NCOUNTERS + 2 * NBINS <= 64, "FILE record slot mask is 64 bits");
 
 /* file flags */
 #define FF_CREATED   0x1u   /* at least one open by this process created the file */
