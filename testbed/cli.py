@@ -1,0 +1,115 @@
+"""mtcbed: a real multi-host Gfarm on one machine, one network namespace per host.
+
+Exit codes: 0 success; 1 the operation failed (what was half-built is torn down); 2 bad arguments;
+3 a testbed is already up (up) or none is up (exec, status); 4 unknown host (exec).
+`mtcbed exec` otherwise exits with the command's own exit code.
+"""
+import argparse
+import json
+import os
+import sys
+
+from . import bed, layout
+from .sh import BedError, as_user, in_host, user_env
+
+EPILOG = """\
+examples:
+  mtcbed up --nodes 4                      4 hosts mtc-node1..4, gfarm2fs on /mnt/mtcbed/mtc-nodeK
+  mtcbed up --nodes 4 --link-rate 1gbit    shape every host's link (tc tbf)
+  mtcbed exec mtc-node2 -- gfwhere /f      run as the testbed user on mtc-node2
+  mtcbed status --json
+  mtcbed down
+exit codes: 0 ok, 1 failed, 2 bad arguments, 3 already up / none up, 4 unknown host;
+  exec returns the command's own exit code.
+"""
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="mtcbed", description=__doc__.split("\n\n")[0],
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{up,down,status,exec}")
+    u = sub.add_parser("up", help="bring a testbed up",
+                       description="Start gfmd, one namespace + gfsd + gfarm2fs mount per host.")
+    u.add_argument("--nodes", type=int, required=True, help=f"number of hosts, 1..{layout.MAX_NODES}")
+    u.add_argument("--link-rate", metavar="RATE", help="shape each host's link, tc syntax (e.g. 1gbit, 100mbit)")
+    u.add_argument("--link-delay", metavar="DELAY", help="one-way delay per link (e.g. 0.2ms); needs netem")
+    u.add_argument("--backend", choices=["none", "postgresql"], default="none",
+                   help="gfmd metadata backend (default: none, in memory)")
+    u.add_argument("--sshd", action="store_true", help="run sshd on every host (port 22 on its address)")
+    u.add_argument("--reuse", action="store_true", help="succeed if an identical healthy testbed is already up")
+    sub.add_parser("down", help="tear the testbed down (idempotent; cleans up after a crash too)")
+    s = sub.add_parser("status", help="describe the running testbed")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    e = sub.add_parser("exec", help="run a command as the testbed user on a host",
+                       description="Run CMD as the testbed user in HOST's network and UTS namespaces, "
+                                   "with GFARM_CONFIG_FILE set and the current directory kept.")
+    e.add_argument("host")
+    e.add_argument("command", nargs=argparse.REMAINDER)
+    return p
+
+
+def _exec(host, command):
+    st = bed.status()
+    names = [h["name"] for h in st["hosts"]]
+    if host not in names:
+        print(f"mtcbed: unknown host {host!r}: hosts are {', '.join(names)}", file=sys.stderr)
+        return 4
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        print("mtcbed exec: no command given", file=sys.stderr)
+        return 2
+    argv = in_host(host, as_user(command))
+    os.execvpe(argv[0], argv, user_env())
+
+
+def _print_status(st):
+    print(f"backend {st['backend']}  hosts {st['nodes']}  phase {st['phase']}  "
+          f"link-rate {st.get('link_rate') or 'unshaped'}  link-delay {st.get('link_delay') or 'none'}")
+    print(f"gfmd  {st['meta']['host']} {st['meta']['addr']}:{st['meta']['port']}  pid {st['meta'].get('pid')}")
+    print(f"GFARM_CONFIG_FILE={st['gfarm_config']}  user {st['user']}")
+    for h in st["hosts"]:
+        print(f"{h['name']:<12} {h['addr']:<14} gfsd :{h['gfsd_port']} pid {h.get('gfsd_pid')}  "
+              f"mount {h['mount']} (gfarm2fs pid {h.get('gfarm2fs_pid')})"
+              + (f"  sshd pid {h.get('sshd_pid')}" if h.get("sshd_pid") else ""))
+    for prob in st.get("problems", []):
+        print(f"problem: {prob}")
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    try:
+        if args.cmd != "status" and os.geteuid() != 0:
+            raise BedError("mtcbed must run as root (it creates network namespaces and starts daemons)")
+        if args.cmd == "up":
+            st = bed.up(args.nodes, args.link_rate, args.link_delay, args.backend, args.sshd, args.reuse,
+                        log=lambda m: print(m, file=sys.stderr))
+            print(f"testbed up: {st['nodes']} hosts in {st.get('up_seconds', 0):.2f}s; "
+                  f"mounts under {layout.MOUNT_ROOT}; GFARM_CONFIG_FILE={st['gfarm_config']}")
+        elif args.cmd == "down":
+            bed.down()
+        elif args.cmd == "status":
+            st = bed.status()
+            if args.json:
+                print(json.dumps(st, indent=1))
+            else:
+                _print_status(st)
+        elif args.cmd == "exec":
+            return _exec(args.host, args.command)
+    except bed.UsageError as e:
+        print(f"mtcbed: {e}", file=sys.stderr)
+        return 2
+    except (bed.AlreadyUp, bed.NotUp) as e:
+        print(f"mtcbed: {e}", file=sys.stderr)
+        return 3
+    except (BedError, OSError) as e:
+        print(f"mtcbed: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("mtcbed: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
