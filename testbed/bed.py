@@ -46,7 +46,9 @@ def _ensure_user():
     except KeyError:
         run(["useradd", "--system", "--home-dir", str(layout.HOME), "--shell", "/bin/bash",
              "--user-group", layout.USER])
-        # '*' (not the default '!') so sshd's public-key login does not see a locked account
+    # '*' (no password), not useradd's '!' (locked): sshd refuses public-key logins to locked accounts
+    shadow = [ln.split(":") for ln in open("/etc/shadow") if ln.startswith(layout.USER + ":")]
+    if shadow and shadow[0][1].startswith("!"):
         run(["usermod", "-p", "*", layout.USER])
     layout.HOME.mkdir(parents=True, exist_ok=True)
     shutil.chown(layout.HOME, layout.USER, layout.USER)
@@ -109,13 +111,13 @@ def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse
                                 [(h["addr"], h["name"]) for h in st["hosts"]])
         for name in names:
             network.create_uts(name)
-        backend_args = ["-b", "none", "-N"]
         if backend == "postgresql":
             from . import postgres
-            backend_args = postgres.config_args()
-        gfarm.configure(backend_args)
-        if backend == "postgresql":
+            gfarm.configure(*postgres.config_args())
             st["postgres"] = postgres.describe()
+            postgres.start()
+        else:
+            gfarm.configure("config-gfarm", ["-b", "none", "-N"])
         st["meta"]["pid"] = gfarm.start_gfmd()
         state.save(st)
         gfarm.register_hosts(names, ncpu=os.cpu_count() or 1)
@@ -131,6 +133,7 @@ def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse
         if sshd:
             from . import sshd as sshd_mod
             sshd_mod.start_all(st["hosts"])
+            state.save(st)
         st["phase"] = "up"
         st["up_seconds"] = round(time.monotonic() - t0, 3)
         state.save(st)

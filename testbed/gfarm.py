@@ -21,11 +21,12 @@ CLIENT_LINES = "direct_local_access disable\n"
 MOUNT_CONFIG = layout.GFARM_PREFIX / "etc" / "gfarm2fs.conf"
 
 
-def configure(backend_args):
-    """config-gfarm -N writes gfmd.conf, gfarm2.conf and the usermap without starting anything."""
+def configure(config_gfarm, backend_args):
+    """config-gfarm -N writes gfmd.conf, gfarm2.conf and the usermap (and initialises a database
+    backend) without starting anything."""
     layout.GFARM_PREFIX.mkdir(parents=True, exist_ok=True)
     shutil.chown(layout.GFARM_PREFIX, layout.USER, layout.USER)
-    run(as_user(["config-gfarm", "--prefix", str(layout.GFARM_PREFIX), "-S", "-A", layout.USER,
+    run(as_user([config_gfarm, "--prefix", str(layout.GFARM_PREFIX), "-S", "-A", layout.USER,
                  "-m", str(layout.GFMD_PORT), "-h", layout.META_HOST, *backend_args]),
         env=user_env(), timeout=120)
     with open(layout.GFMD_CONFIG, "a") as f:

@@ -239,3 +239,37 @@ def test_link_rate_makes_remote_reads_slower(bare_machine, bed_manager):
     # 16 MiB at 100 Mbit/s needs at least 1.34 s on the wire
     assert remote > 1.2, (local, remote)
     assert remote > 2 * local, (local, remote)
+
+
+def test_postgresql_backend_keeps_metadata_in_postgresql(bare_machine):
+    r = mtcbed("up", "--nodes", "2", "--backend", "postgresql", check=False)
+    assert r.returncode == 0, r.stderr
+    import json
+    from conftest import Testbed
+    tb = Testbed(json.loads(mtcbed("status", "--json").stdout))
+    assert tb.status["backend"] == "postgresql"
+    conf = open(os.path.join(os.path.dirname(tb.gfarm_config), "gfmd.conf")).read()
+    assert "postgresql_server_port 10602" in conf
+    password = re.search(r'^postgresql_password "(.*)"$', conf, re.M).group(1)
+    sql = ["env", f"PGPASSWORD={password}", "psql", "-h", "/tmp", "-p", "10602", "-U", "gfarm", "-d", "gfarm", "-Atc"]
+    before = int(tb.exec("mtc-node1", sql + ["select count(*) from filecopy"]).stdout)
+    _write_random(tb, "mtc-node2", "in-postgres", 4096)
+    assert tb.where("/in-postgres") == ["mtc-node2"]
+    # the replica is a row in PostgreSQL's filecopy table, on the writer's host
+    after = tb.exec("mtc-node1", sql + ["select hostname from filecopy"]).stdout.split()
+    assert len(after) == before + 1 and "mtc-node2" in after
+    assert mtcbed("down").returncode == 0
+    assert _nothing_left() == []
+
+
+def test_sshd_lets_hosts_reach_each_other_as_on_a_cluster(bare_machine):
+    assert mtcbed("up", "--nodes", "3", "--sshd").returncode == 0
+    import json
+    from conftest import Testbed
+    tb = Testbed(json.loads(mtcbed("status", "--json").stdout))
+    for src, dst in (("mtc-node1", "mtc-node3"), ("mtc-node3", "mtc-node2")):
+        r = tb.exec(src, ["ssh", dst, 'hostname; echo "$GFARM_CONFIG_FILE"; id -un; gfhost -l | wc -l'])
+        assert r.stdout.split() == [dst, tb.gfarm_config, tb.user, "3"]
+    assert tb.exec("mtc-node1", ["ssh", "mtc-node2", "exit 5"], check=False).returncode == 5
+    assert mtcbed("down").returncode == 0
+    assert _nothing_left() == []

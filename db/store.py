@@ -1,0 +1,257 @@
+"""Opening the SQLite store (schema, versions, migrations) and the writers others call.
+
+    conn = connect("mtc.db")                        # creates or upgrades; WAL, foreign keys on
+    add_envelope_points(conn, "sweep-1", points)    # envelope harness, once per point is fine
+    conn = connect("mtc.db", readonly=True)         # sqlite "mode=ro" URI; writes raise sqlite3.OperationalError
+
+The schema is db/schema.sql (version SCHEMA_VERSION in PRAGMA user_version). An older db is upgraded on open by
+MIGRATIONS[k] (version k+1 -> k+2); a newer db, a read-only file opened for writing, or a file that is not a
+SQLite db raise StoreError with a message naming the file.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import time
+from importlib import resources
+from typing import Any, Callable, Iterable
+
+SCHEMA_VERSION = 2
+
+
+class StoreError(RuntimeError):
+    """A db that cannot be used as asked (newer schema, read-only file, not a db ...)."""
+
+
+def schema_sql() -> str:
+    return resources.files("mtcio.db").joinpath("schema.sql").read_text()
+
+
+# ---- migrations: MIGRATIONS[k] takes a db at version k+1 to k+2 ---------------------------------------------------
+
+def _v1_to_v2(conn: sqlite3.Connection) -> None:
+    """Version 1 had runs + envelope_points only; version 2 adds the trace tables and predictions/validations.
+    schema.sql is all CREATE ... IF NOT EXISTS, so applying it creates exactly what is missing."""
+    conn.executescript(schema_sql())
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2]
+assert len(MIGRATIONS) == SCHEMA_VERSION - 1
+
+
+def _is_readonly_file(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    os.close(fd)
+    d = os.path.dirname(os.path.abspath(path))
+    return not os.access(d, os.W_OK | os.X_OK)   # WAL needs the -wal/-shm files next to the db
+
+
+def connect(path: str | os.PathLike, *, readonly: bool = False, timeout: float = 60.0) -> sqlite3.Connection:
+    """Open (creating if needed) the store at `path` and bring its schema up to date.
+
+    readonly=True opens with the `mode=ro` URI and never changes the file (no schema creation or migration: an
+    older db must be opened read-write once).  Row factory is sqlite3.Row."""
+    path = os.fspath(path)
+    exists = os.path.exists(path)
+    if readonly:
+        if not exists:
+            raise StoreError(f"{path}: no such database")
+        uri = "file:" + _uri_quote(os.path.abspath(path)) + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=timeout)
+        try:
+            conn.execute("PRAGMA user_version").fetchone()
+        except sqlite3.OperationalError:
+            # a WAL db in a folder we cannot write (no -shm can be made): read it as immutable (no locking: a
+            # concurrent writer's changes may not be seen by this connection)
+            conn.close()
+            conn = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=timeout)
+        except sqlite3.DatabaseError:
+            pass
+    else:
+        if exists and _is_readonly_file(path):
+            raise StoreError(f"{path}: database file (or its folder) is read-only; open it with readonly=True "
+                             f"to read it, or make it writable to write")
+        d = os.path.dirname(os.path.abspath(path))
+        if not exists and not os.path.isdir(d):
+            raise StoreError(f"{path}: folder {d} does not exist")
+        conn = sqlite3.connect(path, timeout=timeout)
+    conn.row_factory = sqlite3.Row
+    try:
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{path}: not an mtcio database ({e})") from None
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{path}: database schema version {version} is newer than this mtcio supports "
+                             f"({SCHEMA_VERSION}); upgrade mtcio")
+        if readonly:
+            if version == 0:
+                raise StoreError(f"{path}: not an mtcio database (empty or schema version 0)")
+            if version < SCHEMA_VERSION:
+                raise StoreError(f"{path}: database schema version {version} is older than {SCHEMA_VERSION}; "
+                                 f"open it once read-write to migrate it")
+            return conn
+        if version == 0:
+            tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+            if tables:
+                raise StoreError(f"{path}: a SQLite db with {tables} tables but no mtcio schema version; "
+                                 f"refusing to touch it")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        if version < SCHEMA_VERSION:
+            _upgrade(conn, version, path)
+        return conn
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _uri_quote(p: str) -> str:
+    from urllib.parse import quote
+    return quote(p, safe="/")
+
+
+def _upgrade(conn: sqlite3.Connection, version: int, path: str) -> None:
+    conn.commit()
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        # re-read under the write lock: another process may have migrated meanwhile
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            for stmt in _statements(schema_sql()):
+                conn.execute(stmt)
+        else:
+            for k in range(version, SCHEMA_VERSION):
+                MIGRATIONS[k - 1](_NoCommit(conn))
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except sqlite3.OperationalError as e:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if "readonly" in str(e):
+            raise StoreError(f"{path}: database is read-only; cannot create or migrate its schema") from None
+        raise
+
+
+class _NoCommit:
+    """Connection proxy for migrations: executescript would COMMIT the migration's transaction half-way, so it is
+    split into statements run one by one inside the caller's transaction."""
+
+    def __init__(self, conn):
+        self._c = conn
+
+    def executescript(self, sql):
+        for stmt in _statements(sql):
+            self._c.execute(stmt)
+
+    def __getattr__(self, name):
+        return getattr(self._c, name)
+
+
+def _statements(sql: str) -> list[str]:
+    out, cur = [], ""
+    for line in sql.splitlines(keepends=True):
+        cur += line
+        if sqlite3.complete_statement(cur):
+            if cur.strip():
+                out.append(cur)
+            cur = ""
+    if cur.strip() and not all(l.strip().startswith("--") or not l.strip() for l in cur.splitlines()):
+        out.append(cur)
+    return out
+
+
+# ---- runs --------------------------------------------------------------------------------------------------------
+
+def get_or_create_run(conn: sqlite3.Connection, name: str, kind: str, meta: dict | None = None) -> int:
+    """Id of run `name`, created (with kind and meta) when missing.  A run of the other kind is an error."""
+    conn.execute("INSERT INTO runs (name, kind, created, meta) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+                 (name, kind, time.time(), json.dumps(meta, sort_keys=True) if meta is not None else None))
+    row = conn.execute("SELECT id, kind FROM runs WHERE name = ?", (name,)).fetchone()
+    if row["kind"] != kind:
+        raise StoreError(f"run {name!r} exists as a {row['kind']} run, not a {kind} run")
+    return row["id"]
+
+
+def run_id(conn: sqlite3.Connection, name: str) -> int:
+    row = conn.execute("SELECT id FROM runs WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        names = [r[0] for r in conn.execute("SELECT name FROM runs ORDER BY id")]
+        raise StoreError(f"no run named {name!r} (runs: {', '.join(names) or 'none'})")
+    return row[0]
+
+
+# ---- envelope points ---------------------------------------------------------------------------------------------
+
+_POINT_COLS = ("metric", "file_size", "procs_per_host", "hosts", "value", "unit", "repeat", "tool", "tool_version",
+               "config", "ok", "error")
+
+
+def _point_row(p: Any) -> dict:
+    row = p.to_row() if hasattr(p, "to_row") else dict(p)
+    missing = [c for c in ("metric", "file_size", "procs_per_host", "hosts", "unit", "repeat", "tool", "ok")
+               if row.get(c) is None]
+    if missing:
+        raise ValueError(f"envelope point {row!r} lacks {', '.join(missing)}")
+    cfg = row.get("config")
+    if cfg is not None and not isinstance(cfg, str):
+        row["config"] = json.dumps(cfg, sort_keys=True)
+    v = row.get("value")
+    if v is not None and not math.isfinite(float(v)):
+        row["value"] = None
+    row["ok"] = int(bool(row["ok"]))
+    return row
+
+
+def add_envelope_points(conn: sqlite3.Connection, run_name: str, points: Iterable[Any], *,
+                        meta: dict | None = None) -> int:
+    """Store envelope points (Point objects or Point.to_row() dicts) under envelope run `run_name` (created with
+    `meta` when missing).  One transaction; returns the number of rows added."""
+    rows = [_point_row(p) for p in points]
+    now = time.time()
+    with conn:
+        rid = get_or_create_run(conn, run_name, "envelope", meta)
+        conn.executemany(
+            "INSERT INTO envelope_points (run_id, metric, file_size, procs_per_host, hosts, value, unit, repeat, "
+            "tool, tool_version, config, ok, error, measured_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(rid, *(r.get(c) for c in _POINT_COLS), r.get("measured_at", now)) for r in rows])
+    return len(rows)
+
+
+# ---- predictions (mtcpredict) -------------------------------------------------------------------------------------
+
+def add_prediction(conn: sqlite3.Connection, *, stage: str, variant: str, predicted_s: float,
+                   run: str | None = None, envelope_run: str | None = None, N: int | None = None,
+                   C: int | None = None, D: float | None = None, D_N: float | None = None,
+                   alpha: float | None = None, inputs: dict | None = None, terms: dict | None = None,
+                   bottleneck: str | None = None) -> int:
+    """Store one stage prediction; returns its id."""
+    with conn:
+        rid = run_id(conn, run) if run is not None else None
+        eid = run_id(conn, envelope_run) if envelope_run is not None else None
+        cur = conn.execute(
+            "INSERT INTO predictions (run_id, stage, envelope_run_id, variant, N, C, D, D_N, alpha, inputs, "
+            "predicted_s, terms, bottleneck, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (rid, stage, eid, variant, N, C, D, D_N, alpha, json.dumps(inputs or {}, sort_keys=True),
+             predicted_s, json.dumps(terms or {}, sort_keys=True), bottleneck, time.time()))
+    return cur.lastrowid
+
+
+def add_validation(conn: sqlite3.Connection, prediction_id: int, measured_s: float, *,
+                   source: str | None = None) -> int:
+    with conn:
+        row = conn.execute("SELECT predicted_s FROM predictions WHERE id = ?", (prediction_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no prediction with id {prediction_id}")
+        ratio = row[0] / measured_s if measured_s else None
+        cur = conn.execute("INSERT INTO validations (prediction_id, measured_s, ratio, source, created) "
+                           "VALUES (?,?,?,?,?)", (prediction_id, measured_s, ratio, source, time.time()))
+    return cur.lastrowid
