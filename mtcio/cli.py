@@ -18,6 +18,8 @@ def _not_yet(name: str) -> int:
 _MTCPROF_SUBCOMMANDS = {
     "run": ("mtcio.preload.run", "run a command under the I/O tracing shim (one log per process)"),
     "dump": ("mtcio.db.dump", "print shim logs as JSON lines"),
+    "ingest": ("mtcio.db.ingest", "load a run's shim logs into the SQLite store (tasks, files, locality)"),
+    "model": ("mtcio.db.model", "write the per-stage workflow model (YAML) the predictor reads"),
 }
 
 

@@ -1,0 +1,596 @@
+"""`mtcprof ingest LOGDIR --db DB [--run NAME] [--strict]`: load shim logs into the SQLite store.
+
+Every *.mtclog under LOGDIR (recursively) is read with db/logformat.py.  Logs are grouped into runs (--run NAME, else
+each log's MTCPROF_RUN, else the folder's name); each run is written in ONE transaction, so the db is never left
+half-written.  A process image is keyed by (run, host, pid, start_ns): re-ingesting the same logs adds nothing.
+A truncated or corrupt log gives a warning naming the file and byte offset; its valid records are kept and the rest
+of the run is ingested; the exit status is non-zero only with --strict.
+
+After the logs, ingest (re)builds the run's tasks (all processes with the same MTCPROF_TASK; exec chains and fork
+trees linked by (host, pid)), maps gfarm2fs mount paths to Gfarm paths, resolves the replica hosts of every Gfarm
+file with batched `gfwhere` calls, and stores per-task read locality and write placement.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mtcio.db import logformat as lf
+from mtcio.db import store
+
+FLAG_BITS = {name: bit for bit, name in lf.FILE_FLAGS.items()}
+NC, NB = len(lf.COUNTERS), lf.NBINS
+FA_COLS = ("process_id", "fid", "file_id", "flags") + lf.COUNTERS + \
+    tuple(f"hr{i}" for i in range(NB)) + tuple(f"hw{i}" for i in range(NB))
+PROC_COLS = ("id", "run_id", "host_id", "pid", "ppid", "uid", "origin", "start_ns", "end_ns", "exit_status",
+             "ended_by", "signal", "parent_start_ns", "exe", "argv", "cwd", "task", "stage", "run_label",
+             "gfarm_mounts", "ops_traced", "ops_dropped", "files_dropped", "munmaps", "trace_ops", "shim_version",
+             "log_path", "log_complete", "log_error")
+BATCH = 4000            # logs per executemany batch
+GFWHERE_BATCH = 400     # paths per gfwhere call
+
+
+class IngestError(RuntimeError):
+    """Nothing could be ingested (no logs, bad db ...)."""
+
+
+@dataclass
+class IngestResult:
+    runs: dict = field(default_factory=dict)        # run name -> counts
+    warnings: list = field(default_factory=list)
+    bad_logs: int = 0                                # truncated / corrupt / unreadable logs
+    details: list = field(default_factory=list)      # (message, log path, byte offset)
+
+
+# ---- progress ------------------------------------------------------------------------------------------------------
+
+class Progress:
+    """A small progress bar on stderr (only when there is a lot to do)."""
+
+    def __init__(self, total: int, label: str, enabled: bool | None = None, min_total: int = 2000):
+        self.total, self.label, self.n = total, label, 0
+        self.enabled = (total >= min_total) if enabled is None else enabled
+        self.tty = sys.stderr.isatty()
+        self.t0 = self.last = time.monotonic()
+        self.last_pct = -10
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        pct = 100 * self.n // max(self.total, 1)
+        if self.tty and now - self.last >= 0.2:
+            self._draw(pct, "\r")
+            self.last = now
+        elif not self.tty and pct >= self.last_pct + 10:
+            self._draw(pct, "")
+            self.last_pct = pct - pct % 10
+
+    def _draw(self, pct: int, lead: str) -> None:
+        w = 30
+        bar = "#" * (w * pct // 100) + "-" * (w - w * pct // 100)
+        rate = self.n / max(time.monotonic() - self.t0, 1e-9)
+        end = "" if self.tty else "\n"
+        sys.stderr.write(f"{lead}{self.label} [{bar}] {self.n}/{self.total} ({rate:,.0f}/s){end}")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            self._draw(100 * self.n // max(self.total, 1), "\r" if self.tty else "")
+            if self.tty:
+                sys.stderr.write("\n")
+
+
+# ---- logs ----------------------------------------------------------------------------------------------------------
+
+def find_logs(logdir: str) -> list[str]:
+    """All *.mtclog files under logdir (recursively), sorted.  Hidden .tmp files of running writers are skipped."""
+    if not os.path.isdir(logdir):
+        raise IngestError(f"{logdir}: not a folder")
+    out = []
+    for root, dirs, files in os.walk(logdir):
+        dirs.sort()
+        out.extend(os.path.join(root, f) for f in files if f.endswith(".mtclog") and not f.startswith("."))
+    out.sort()
+    return out
+
+
+def gfarm_path_of(path: str, mounts) -> str | None:
+    """/mnt/x/a/b -> /a/b when /mnt/x is a gfarm2fs mount point; gfarm:///a/b and gfarm://host:port/a/b -> /a/b."""
+    if path.startswith("gfarm:"):
+        rest = path[6:]
+        if rest.startswith("//"):
+            rest = rest[2:]
+            i = rest.find("/")
+            rest = rest[i:] if i >= 0 else "/"
+        return "/" + rest.lstrip("/")
+    best = None
+    for m in mounts:
+        m = m.rstrip("/") or "/"
+        if path == m or path.startswith(m + "/") or m == "/":
+            if best is None or len(m) > len(best):
+                best = m
+    if best is None:
+        return None
+    rest = path[len(best):] if best != "/" else path
+    return rest if rest.startswith("/") else "/" + rest
+
+
+def _flag_int(names) -> int:
+    v = 0
+    for n in names:
+        v |= FLAG_BITS.get(n, 0)
+    return v
+
+
+class _RunWriter:
+    """Writes the logs of one run inside the caller's transaction (ids assigned here, rows batched)."""
+
+    def __init__(self, conn, run_id: int):
+        self.conn, self.run_id = conn, run_id
+        self.hosts = {r[1]: r[0] for r in conn.execute("SELECT id, name FROM hosts")}
+        self.files = {r[1]: r[0] for r in conn.execute("SELECT id, path FROM files WHERE run_id = ?", (run_id,))}
+        self.seen = {(r[0], r[1], r[2]) for r in conn.execute(
+            "SELECT host_id, pid, start_ns FROM processes WHERE run_id = ?", (run_id,))}
+        self.next_pid = (conn.execute("SELECT max(id) FROM processes").fetchone()[0] or 0) + 1
+        self.next_fid = (conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0) + 1
+        self.procs, self.fas, self.new_files, self.ops = [], [], [], []
+        self.added = self.skipped = self.n_fa = self.n_ops = 0
+
+    def host_id(self, name: str) -> int:
+        hid = self.hosts.get(name)
+        if hid is None:
+            hid = self.conn.execute("INSERT INTO hosts (name) VALUES (?)", (name,)).lastrowid
+            self.hosts[name] = hid
+        return hid
+
+    def add(self, path: str, log: lf.MtcLog) -> None:
+        p = log.process
+        host = p.get("host") or os.path.basename(path).split(".")[0]
+        hid = self.host_id(host)
+        key = (hid, p["pid"], p["start_ns"])
+        if key in self.seen:
+            self.skipped += 1
+            return
+        self.seen.add(key)
+        pid = self.next_pid
+        self.next_pid += 1
+        mounts = p.get("gfarm_mounts") or []
+        err = str(log.error) if log.error is not None else None
+        self.procs.append((
+            pid, self.run_id, hid, p["pid"], p["ppid"], p["uid"], p["origin"], p["start_ns"], p["end_ns"],
+            p["exit_status"], p["ended_by"], p["signal"], p["parent_start_ns"], p.get("exe"),
+            json.dumps(p.get("argv", [])), p.get("cwd"), p.get("task"), p.get("stage"), p.get("run"),
+            json.dumps(mounts), p["ops_traced"], p["ops_dropped"], p["files_dropped"], p["munmaps"],
+            int(p["trace_ops"]), p.get("shim_version"), os.path.abspath(path), int(log.complete), err))
+        files = self.files
+        for f in log.files:
+            fpath = f["path"]
+            file_id = files.get(fpath)
+            if file_id is None:
+                file_id = files[fpath] = self.next_fid
+                self.next_fid += 1
+                self.new_files.append((file_id, self.run_id, fpath, gfarm_path_of(fpath, mounts) if
+                                       (mounts or fpath.startswith("gfarm:")) else None))
+            self.fas.append((pid, f["id"], file_id, _flag_int(f["flags"]),
+                             *[f[c] for c in lf.COUNTERS], *f["hist_read"], *f["hist_write"]))
+        if len(log.ops):
+            ops = log.ops
+            step = 1 << 20
+            for chunk, i in enumerate(range(0, len(ops), step)):
+                part = np.ascontiguousarray(ops[i:i + step], dtype=lf.OP_DTYPE)
+                self.ops.append((pid, chunk, len(part), int(part["start_ns"].min()),
+                                 int((part["start_ns"] + part["dur_ns"]).max()), part.tobytes()))
+                self.n_ops += len(part)
+        self.added += 1
+        if len(self.procs) >= BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        c = self.conn
+        if self.new_files:
+            c.executemany("INSERT INTO files (id, run_id, path, gfarm_path) VALUES (?,?,?,?)", self.new_files)
+        if self.procs:
+            c.executemany(f"INSERT INTO processes ({', '.join(PROC_COLS)}) VALUES ({', '.join('?' * len(PROC_COLS))})",
+                          self.procs)
+        if self.fas:
+            c.executemany(f"INSERT INTO file_access ({', '.join(FA_COLS)}) VALUES ({', '.join('?' * len(FA_COLS))})",
+                          self.fas)
+        if self.ops:
+            c.executemany("INSERT INTO ops (process_id, chunk, n_ops, first_ns, last_ns, data) VALUES (?,?,?,?,?,?)",
+                          self.ops)
+        self.n_fa += len(self.fas)
+        self.procs, self.fas, self.new_files, self.ops = [], [], [], []
+
+
+# ---- tasks ---------------------------------------------------------------------------------------------------------
+
+def build_tasks(conn, run_id: int) -> int:
+    """(Re)build the tasks of a run from its processes; link exec chains.  Returns the number of tasks."""
+    rows = conn.execute(
+        "SELECT id, host_id, pid, ppid, origin, start_ns, end_ns, ended_by, exit_status, signal, task, stage, argv "
+        "FROM processes WHERE run_id = ? ORDER BY host_id, pid, start_ns", (run_id,)).fetchall()
+    conn.execute("UPDATE processes SET task_id = NULL WHERE run_id = ?", (run_id,))
+    conn.execute("DELETE FROM tasks WHERE run_id = ?", (run_id,))
+    if not rows:
+        return 0
+    # exec chains: consecutive images of one (host, pid) where the earlier one ended by exec
+    chain_prev, head_of = {}, {}
+    prev = None
+    for r in rows:
+        pid_ = r[0]
+        if prev is not None and prev[1] == r[1] and prev[2] == r[2] and prev[7] == "exec":
+            chain_prev[pid_] = prev[0]
+            head_of[pid_] = head_of[prev[0]]
+        else:
+            head_of[pid_] = pid_
+        prev = r
+    byid = {r[0]: r for r in rows}
+    chain_last = {}
+    for r in rows:                          # rows are in chain order, so the last assignment wins
+        chain_last[head_of[r[0]]] = r[0]
+    # group chain heads by task name; a head is a root when its parent (host, ppid) is not a process of the task
+    groups = defaultdict(list)
+    for h in chain_last:
+        groups[byid[h][10] or ""].append(h)
+    task_rows, assign = [], []
+    next_tid = (conn.execute("SELECT max(id) FROM tasks").fetchone()[0] or 0) + 1
+    for name, heads in groups.items():
+        pids = {(byid[h][1], byid[h][2]): h for h in heads}
+        parent = {h: pids.get((byid[h][1], byid[h][3])) for h in heads}
+        parent = {h: (p if p != h else None) for h, p in parent.items()}
+        roots = sorted((h for h in heads if parent[h] is None), key=lambda h: byid[h][5])
+        if not roots:                       # a cycle from pid reuse: take the earliest
+            roots = [min(heads, key=lambda h: byid[h][5])]
+            parent[roots[0]] = None
+
+        def root_of(h):
+            seen = set()
+            while parent.get(h) is not None and h not in seen:
+                seen.add(h)
+                h = parent[h]
+            return h
+        members = defaultdict(list)        # root -> chain heads
+        for h in heads:
+            members[root_of(h)].append(h)
+        # attempts (named tasks): a root starting after a failed earlier attempt ended begins a new attempt;
+        # unnamed processes: every root tree is its own task
+        attempts = []
+        for rt in roots:
+            images = [i for h in members[rt] for i in _chain(h, chain_last, chain_prev)]
+            start = min(byid[i][5] for i in images)
+            end = max(byid[i][6] for i in images)
+            last = byid[chain_last[rt]]
+            if name and attempts:
+                a = attempts[-1]
+                if not (start > a["end"] and a["exit"] not in (0, None)):
+                    a["images"] += images
+                    a["end"] = max(a["end"], end)
+                    continue
+            attempts.append({"root": rt, "images": images, "start": start, "end": end, "exit": last[8],
+                             "signal": last[9]})
+        for k, a in enumerate(attempts, 1):
+            root = byid[a["root"]]
+            tname = name if name else f"pid{root[2]}@{root[1]}:{root[5]}"
+            stage = root[11] or next((byid[i][11] for i in a["images"] if byid[i][11]), None)
+            try:
+                cmd = " ".join(shlex.quote(x) for x in json.loads(root[12] or "[]"))
+            except ValueError:
+                cmd = None
+            tid = next_tid
+            next_tid += 1
+            task_rows.append((tid, run_id, tname, k if name else 1, stage, root[1], cmd, a["start"], a["end"],
+                              a["exit"], a["signal"], len(a["images"])))
+            assign.extend((tid, chain_prev.get(i), i) for i in a["images"])
+    conn.executemany("INSERT INTO tasks (id, run_id, name, attempt, stage, host_id, command, start_ns, end_ns, "
+                     "exit_status, signal, n_processes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", task_rows)
+    conn.executemany("UPDATE processes SET task_id = ?, chain_prev_id = ? WHERE id = ?", assign)
+    return len(task_rows)
+
+
+def _chain(head, chain_last, chain_prev):
+    out, i = [], chain_last[head]
+    while i is not None:
+        out.append(i)
+        i = chain_prev.get(i)
+    return out
+
+
+# ---- Gfarm: sizes, replicas ----------------------------------------------------------------------------------------
+
+def default_gfwhere_cmd() -> list[str] | None:
+    if os.environ.get("GFARM_CONFIG_FILE") or os.path.exists(os.path.expanduser("~/.gfarm2rc")) or \
+            os.path.exists("/etc/gfarm2.conf"):
+        return ["gfwhere"]
+    return None
+
+
+def parse_gfwhere(out: str, paths: list[str]) -> dict:
+    """gfwhere's stdout for `paths` -> {path: [hosts]}.  One path: a bare host list; several: `path:` blocks."""
+    res = {}
+    if len(paths) == 1:
+        hosts = out.split()
+        if hosts:
+            res[paths[0]] = sorted(hosts)
+        return res
+    wanted = set(paths)
+    cur = None
+    for line in out.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if not line[:1].isspace() and s.endswith(":") and s[:-1] in wanted:
+            cur = s[:-1]
+            res[cur] = []
+        elif cur is not None:
+            res[cur].extend(s.split())
+    return {k: sorted(set(v)) for k, v in res.items()}
+
+
+def resolve_replicas(paths: list[str], cmd: list[str], timeout: float = 300.0, warn=None) -> tuple[dict, dict]:
+    """Replica hosts of Gfarm paths with batched gfwhere calls -> ({path: [hosts]}, {path: error})."""
+    found, errors = {}, {}
+    for i in range(0, len(paths), GFWHERE_BATCH):
+        batch = paths[i:i + GFWHERE_BATCH]
+        try:
+            r = subprocess.run(cmd + ["--"] + batch, capture_output=True, text=True, timeout=timeout,
+                               errors="surrogateescape")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise RuntimeError(f"cannot run {' '.join(cmd)}: {e}") from None
+        got = parse_gfwhere(r.stdout, batch)
+        found.update(got)
+        for line in r.stderr.splitlines():
+            for p in batch:
+                if line.startswith(p + ":"):
+                    errors[p] = line[len(p) + 1:].strip()
+        if not got and r.returncode != 0:
+            msg = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+            if not errors:
+                raise RuntimeError(f"{' '.join(cmd)} failed: {msg}")
+        for p in batch:
+            if p not in found and p not in errors:
+                errors[p] = "no replica reported"
+    return found, errors
+
+
+def fill_sizes(conn, run_id: int) -> None:
+    """files.size: stat of the trace path when it exists now, else the largest offset any process reached."""
+    rows = conn.execute(
+        "SELECT f.id, f.path, max(fa.max_offset) FROM files f JOIN file_access fa ON fa.file_id = f.id "
+        "WHERE f.run_id = ? AND f.size IS NULL GROUP BY f.id", (run_id,)).fetchall()
+    upd = []
+    for fid, path, maxoff in rows:
+        try:
+            st = os.stat(path)
+            if st.st_mode & 0o170000 == 0o100000:
+                upd.append((st.st_size, "stat", fid))
+                continue
+        except OSError:
+            pass
+        upd.append((maxoff or 0, "max_offset", fid))
+    conn.executemany("UPDATE files SET size = ?, size_source = ? WHERE id = ?", upd)
+
+
+def fill_replicas(conn, run_id: int, cmd: list[str] | None, warn) -> int:
+    """Resolve replica hosts of the run's not yet resolved Gfarm files (one gfwhere per GFWHERE_BATCH paths)."""
+    todo = [r[0] for r in conn.execute(
+        "SELECT DISTINCT gfarm_path FROM files WHERE run_id = ? AND gfarm_path IS NOT NULL AND resolved_at IS NULL",
+        (run_id,))]
+    if not todo:
+        return 0
+    if cmd is None:
+        warn(f"{len(todo)} Gfarm files: replica hosts not resolved (no Gfarm configured: set GFARM_CONFIG_FILE "
+             f"or pass --gfwhere-cmd); locality unknown")
+        return 0
+    try:
+        found, errors = resolve_replicas(todo, cmd, warn=warn)
+    except RuntimeError as e:
+        warn(f"replica hosts not resolved ({e}); locality unknown")
+        return 0
+    now = time.time()
+    conn.executemany("UPDATE files SET replica_hosts = ?, resolved_at = ?, resolve_error = ? "
+                     "WHERE run_id = ? AND gfarm_path = ?",
+                     [(json.dumps(found.get(p, [])), now, errors.get(p), run_id, p) for p in todo])
+    if errors:
+        ex = next(iter(errors.items()))
+        warn(f"{len(errors)} of {len(todo)} Gfarm files have no replica (deleted since?), e.g. {ex[0]}: {ex[1]}")
+    return len(found)
+
+
+def _host_match(host: str, replicas) -> bool:
+    if host in replicas:
+        return True
+    short = host.split(".")[0]
+    return any(r.split(".")[0] == short for r in replicas)
+
+
+def fill_task_io(conn, run_id: int) -> None:
+    """Per-task byte/file counts, read locality (all reads) and write placement from file_access + files."""
+    hosts = {r[0]: r[1] for r in conn.execute("SELECT id, name FROM hosts")}
+    task_host = {r[0]: hosts.get(r[1]) for r in conn.execute("SELECT id, host_id FROM tasks WHERE run_id = ?",
+                                                              (run_id,))}
+    rows = conn.execute(
+        "SELECT p.task_id, COALESCE(f.gfarm_path, f.path) AS k, max(f.replica_hosts), max(f.resolved_at), "
+        "sum(fa.bytes_read), sum(fa.bytes_written), sum(fa.reads), sum(fa.writes), "
+        "sum(fa.t_open_ns + fa.t_read_ns + fa.t_write_ns + fa.t_close_ns + fa.t_meta_ns) "
+        "FROM file_access fa JOIN processes p ON p.id = fa.process_id JOIN files f ON f.id = fa.file_id "
+        "WHERE p.run_id = ? AND p.task_id IS NOT NULL GROUP BY p.task_id, k", (run_id,)).fetchall()
+    agg = defaultdict(lambda: [0] * 11)
+    rep_cache = {}
+    for tid, _k, reps, resolved, br, bw, nr, nw, tio in rows:
+        a = agg[tid]
+        a[0] += br
+        a[1] += bw
+        a[2] += 1 if (br > 0 or nr > 0) else 0
+        a[3] += 1 if (bw > 0 or nw > 0) else 0
+        a[10] += tio
+        if reps is None or resolved is None:
+            a[8] += br
+            continue
+        r = rep_cache.get(reps)
+        if r is None:
+            r = rep_cache[reps] = frozenset(json.loads(reps))
+        local = _host_match(task_host.get(tid) or "", r)
+        if br > 0 or nr > 0:
+            if local:
+                a[4] += br
+                a[6] += 1
+            else:
+                a[5] += br
+                a[7] += 1
+        if local:
+            a[9] += bw
+    conn.executemany(
+        "UPDATE tasks SET bytes_read = ?, bytes_written = ?, files_read = ?, files_written = ?, bytes_read_local = ?, "
+        "bytes_read_remote = ?, files_read_local = ?, files_read_remote = ?, bytes_read_unknown = ?, "
+        "bytes_written_local = ?, t_io_ns = ? WHERE id = ?",
+        [(*agg[t], t) if t in agg else (0,) * 11 + (t,) for t in task_host])
+
+
+# ---- driver --------------------------------------------------------------------------------------------------------
+
+def _stderr_warn(msg: str) -> None:
+    print(f"mtcprof ingest: warning: {msg}", file=sys.stderr)
+
+
+def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False,
+           gfwhere_cmd: list[str] | str | None = "auto", progress: bool | None = None,
+           warn=_stderr_warn) -> IngestResult:
+    """Ingest every log under logdir into db.  gfwhere_cmd: "auto" (plain gfwhere when Gfarm is configured),
+    None (do not resolve replicas), a list or a shell-quoted string (e.g. "mtcbed exec mtc-node1 -- gfwhere")."""
+    if gfwhere_cmd == "auto":
+        gfwhere_cmd = default_gfwhere_cmd()
+    elif isinstance(gfwhere_cmd, str):
+        gfwhere_cmd = shlex.split(gfwhere_cmd)
+    paths = find_logs(logdir)
+    if not paths:
+        raise IngestError(f"{logdir}: no mtcprof logs (*.mtclog) found; was the run traced with MTCPROF_DIR={logdir}?")
+    res = IngestResult()
+    res_warn = warn
+
+    def warn_(msg, path=None, offset=None):
+        res.warnings.append(msg)
+        res.details.append((msg, path, offset))
+        res_warn(msg)
+
+    conn = store.connect(db)
+    try:
+        default_run = run or os.path.basename(os.path.normpath(os.path.abspath(logdir))) or "run"
+        pending = list(paths)
+        labels: dict = {}          # path -> run name, learnt when a log was read for another run
+        bar = Progress(len(paths), "ingest", progress)
+        while pending:
+            first = pending[0]
+            cur_run = labels.get(first)
+            later, writer = [], None
+            n_warn0 = len(res.details)
+            conn.execute("PRAGMA synchronous = OFF")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for path in pending:
+                    if path in labels and cur_run is not None and labels[path] != cur_run:
+                        later.append(path)
+                        continue
+                    log = _read(path, warn_, res)
+                    if log is None:
+                        bar.update()
+                        continue
+                    name = run or log.process.get("run") or default_run
+                    if cur_run is None:
+                        cur_run = name
+                    if name != cur_run:
+                        labels[path] = name
+                        later.append(path)
+                        continue
+                    if writer is None:
+                        rid = store.get_or_create_run(conn, cur_run, "trace",
+                                                      {"log_dir": os.path.abspath(logdir)})
+                        writer = _RunWriter(conn, rid)
+                    writer.add(path, log)
+                    bar.update()
+                if writer is not None:
+                    writer.flush()
+                    counts = {"logs_added": writer.added, "logs_skipped": writer.skipped,
+                              "file_access": writer.n_fa, "ops": writer.n_ops}
+                    if writer.added:
+                        counts["tasks"] = build_tasks(conn, writer.run_id)
+                        fill_sizes(conn, writer.run_id)
+                    fill_replicas(conn, writer.run_id, gfwhere_cmd, warn_)
+                    fill_task_io(conn, writer.run_id)
+                    conn.executemany(
+                        "INSERT INTO ingest_warnings (run_id, log_path, offset, message) SELECT ?, ?, ?, ? WHERE NOT "
+                        "EXISTS (SELECT 1 FROM ingest_warnings WHERE run_id = ? AND message = ?)",
+                        [(writer.run_id, w[1], w[2], w[0], writer.run_id, w[0]) for w in res.details[n_warn0:]])
+                    res.runs[cur_run] = counts
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                conn.execute("PRAGMA synchronous = NORMAL")
+            pending = later
+        bar.done()
+    finally:
+        conn.close()
+    return res
+
+
+def _read(path: str, warn, res: IngestResult):
+    try:
+        log = lf.read_log(path)
+    except (OSError, ValueError) as e:
+        res.bad_logs += 1
+        warn(f"{path}: cannot read ({e}); skipped", path, 0)
+        return None
+    if log.error is not None:
+        res.bad_logs += 1
+        if not log.process or "pid" not in log.process or "start_ns" not in log.process:
+            warn(f"{path}: {log.error.reason} at byte offset {log.error.offset}; no process record, skipped",
+                 path, log.error.offset)
+            return None
+        warn(f"{path}: {log.error.reason} at byte offset {log.error.offset}; its valid records before it were kept",
+             path, log.error.offset)
+    return log
+
+
+# ---- CLI -----------------------------------------------------------------------------------------------------------
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("logdir", metavar="LOGDIR", help="folder with the run's *.mtclog files (searched recursively)")
+    p.add_argument("--db", required=True, help="SQLite store (created if missing)")
+    p.add_argument("--run", help="run name (default: the logs' MTCPROF_RUN, else the folder's name)")
+    p.add_argument("--strict", action="store_true", help="exit non-zero when any log is truncated or corrupt")
+    p.add_argument("--gfwhere-cmd", default="auto",
+                   help="command that prints replica hosts, e.g. \"mtcbed exec mtc-node1 -- gfwhere\" "
+                        "(default: gfwhere when Gfarm is configured; 'none' to skip)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def main(args: argparse.Namespace) -> int:
+    cmd = None if args.gfwhere_cmd in ("none", "") else args.gfwhere_cmd
+    try:
+        res = ingest(args.db, args.logdir, run=args.run, strict=args.strict, gfwhere_cmd=cmd,
+                     progress=False if args.no_progress else None)
+    except (IngestError, store.StoreError) as e:
+        print(f"mtcprof ingest: {e}", file=sys.stderr)
+        return 2
+    for name, c in res.runs.items():
+        print(f"run {name}: {c['logs_added']} logs added ({c['logs_skipped']} already present), "
+              f"{c.get('tasks', 'unchanged')} tasks, {c['file_access']} file records, {c['ops']} ops",
+              file=sys.stderr)
+    if res.bad_logs:
+        print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings)", file=sys.stderr)
+        if args.strict:
+            return 1
+    return 0
