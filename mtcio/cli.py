@@ -45,8 +45,9 @@ def mtcprof(argv=None) -> int:
     return mods[args.command].main(args)
 
 
-def mtcenvelope() -> int:
-    return _not_yet("mtcenvelope")
+def mtcenvelope(argv=None) -> int:
+    from mtcio.envelope.cli import main
+    return main(argv)
 
 
 def mtcpredict() -> int:

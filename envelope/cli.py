@@ -1,0 +1,279 @@
+"""mtcenvelope: measure, import, list, show, export and plot the MTC envelope of a Gfarm file system.
+
+examples:
+  mtcenvelope measure --db mtc.db --name bed4              # default sweep on the running testbed
+  mtcenvelope measure --db mtc.db --sizes 1k,16m --procs 1,4 --repeat 2
+  mtcenvelope measure --db mtc.db --hosts n1,n2 --launcher 'ssh {host}' --mount /gfarm
+  mtcenvelope import ior-*.json mdtest-*.txt --db mtc.db --name seed
+  mtcenvelope list --db mtc.db
+  mtcenvelope show --db mtc.db --name bed4
+  mtcenvelope export --db mtc.db --name bed4 --format yaml -o bed4.yaml
+  mtcenvelope plot --db mtc.db --name bed4 -o fig/
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from .points import METRICS, ParseError, parse_size
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        return [parse_size(x) for x in text.split(",") if x.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    if not out or any(v < 1 for v in out):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return out
+
+
+def _metrics(text: str) -> list[str]:
+    ms = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [m for m in ms if m not in METRICS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown metric(s) {', '.join(bad)}; one of "
+                                         f"{', '.join(METRICS)}")
+    return ms
+
+
+def _host_counts(text: str) -> list[int] | str:
+    if text.strip() in ("all", "1..all"):
+        return text.strip()
+    return _ints(text)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mtcenvelope", description=__doc__.split("\n")[0],
+                                epilog=__doc__.split("\n", 2)[2],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    m = sub.add_parser("measure", help="run an envelope sweep and store its points",
+                       description="Measure Tm, T1L/B1L, T1R/B1R, TN/BN, TL/BL for every file "
+                       "size x processes per host x host count, --repeat times each, with the "
+                       "native engine (or an external tool) on every host at once.")
+    m.add_argument("--db", required=True, help="SQLite db (created if missing)")
+    m.add_argument("--name", help="run name (default envelope-YYYYmmdd-HHMMSS)")
+    m.add_argument("--append", action="store_true", help="add to an existing run of that name")
+    m.add_argument("--hosts", help="comma-separated hosts (default: every testbed host)")
+    m.add_argument("--host-counts", type=_host_counts, default="all", metavar="N,..|all|1..all",
+                   help="numbers of hosts to sweep (the first N of --hosts); default all")
+    m.add_argument("--sizes", type=_sizes, default=None, metavar="S,..",
+                   help="file sizes (default 1k,128k,1m,16m)")
+    m.add_argument("--procs", type=_ints, default=None, metavar="P,..",
+                   help="processes per host (default 1,2,4,8)")
+    m.add_argument("--repeat", type=int, default=3, help="repeats per point (default 3)")
+    m.add_argument("--metrics", type=_metrics, default=None,
+                   help=f"subset of {','.join(METRICS)} (default all)")
+    m.add_argument("--tool", choices=["native", "ior", "mdtest", "fio"], default="native",
+                   help="native engine (default) or an external tool on PATH")
+    m.add_argument("--launcher", help="argv prefix reaching a host, with {host} (default: "
+                   "'mtcbed exec {host} --' when a testbed is up, else 'ssh {host}')")
+    m.add_argument("--mpi-launcher", default="mpirun --oversubscribe -np {nprocs} --host "
+                   "{hostlist}", help="how IOR/mdtest are started ({nprocs} {hostlist} {ppn})")
+    m.add_argument("--mount", help="gfarm2fs mount point on the hosts, may hold {host} "
+                   "(default: the testbed's /mnt/mtcbed/{host})")
+    m.add_argument("--backend", choices=["posix", "gfarm"], default="posix",
+                   help="posix on the gfarm2fs mount (default; what Montage tasks use) or "
+                   "gfarm (libgfarm gfs_pio_*)")
+    m.add_argument("--engine", help="mtcengine path on the hosts (default: this tree's build)")
+    m.add_argument("--workdir", default="/mtcenvelope", help="Gfarm directory for the files "
+                   "(a fresh subdirectory per sweep; removed at the end unless --keep-files)")
+    m.add_argument("--keep-files", action="store_true")
+    m.add_argument("--ops-per-proc", type=int, help="files per process and run (default: "
+                   "enough for 2 MiB per process, 1..16)")
+    m.add_argument("--creates-per-proc", type=int, default=16, help="Tm creates per process "
+                   "(default 16)")
+    m.add_argument("--timeout", type=float, default=60.0, help="seconds per engine run before "
+                   "it is killed and the point recorded failed (default 60)")
+    m.add_argument("--start-delay", type=float, help="seconds between dispatch and the common "
+                   "start instant (default 0.15 posix, 0.4 gfarm; grows if a host is late)")
+    m.add_argument("--drop-caches", choices=["auto", "off"], default="auto",
+                   help="drop the page cache before every read run where permitted (default)")
+    m.add_argument("--fsync", action="store_true", help="fsync before close on writes")
+    m.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    im = sub.add_parser("import", help="store the points of benchmark outputs made elsewhere")
+    im.add_argument("files", nargs="+", metavar="FILE")
+    im.add_argument("--db", required=True)
+    im.add_argument("--name", required=True, help="run to add the points to (created)")
+    im.add_argument("--metric", choices=["T1L", "T1R", "TN", "B1L", "B1R", "BN"],
+                    help="which read metric the files' read phases stand for (outputs cannot "
+                    "tell local from remote)")
+    im.add_argument("--tool", choices=["ior", "mdtest", "fio", "iozone"],
+                    help="force a parser instead of detecting it from the content")
+    im.add_argument("--hosts", type=int, help="hosts the run used (fio/iozone: per host runs)")
+    im.add_argument("--procs-per-host", type=int)
+
+    ls = sub.add_parser("list", help="envelope runs in a db")
+    ls.add_argument("--db", required=True)
+    ls.add_argument("--json", action="store_true")
+
+    sh = sub.add_parser("show", help="a run's points: mean, min, max over repeats")
+    sh.add_argument("--db", required=True)
+    sh.add_argument("--name", help="run (default: the latest envelope run)")
+    sh.add_argument("--metric", type=_metrics)
+    sh.add_argument("--failed", action="store_true", help="list the failed points with reasons")
+
+    ex = sub.add_parser("export", help="write a run's points to YAML or CSV (envelope/README.md)")
+    ex.add_argument("--db", required=True)
+    ex.add_argument("--name", help="run (default: the latest envelope run)")
+    ex.add_argument("--format", choices=["yaml", "csv"], default=None,
+                    help="default: from the -o suffix, else yaml")
+    ex.add_argument("-o", "--output", help="file (default stdout)")
+
+    pl = sub.add_parser("plot", help="one PNG per metric (like the seed's Figs. 5-13) + index.html")
+    pl.add_argument("--db", required=True)
+    pl.add_argument("--name", help="run (default: the latest envelope run)")
+    pl.add_argument("-o", "--output", required=True, metavar="DIR")
+    return p
+
+
+def main(argv=None) -> int:
+    p = parser()
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if not args.cmd:
+        p.print_help(sys.stderr)
+        return 2
+    try:
+        return {"measure": cmd_measure, "import": cmd_import, "list": cmd_list,
+                "show": cmd_show, "export": cmd_export, "plot": cmd_plot}[args.cmd](args)
+    except KeyboardInterrupt:
+        print("mtcenvelope: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - one clear line, not a traceback, for known errors
+        from .measure import MeasureError
+        from .tools import ToolMissing
+        known = (MeasureError, ToolMissing, ParseError, LookupError, ValueError, OSError)
+        try:
+            from mtcio.db.store import StoreError
+            known += (StoreError,)
+        except ImportError:
+            pass
+        if isinstance(e, known):
+            print(f"mtcenvelope {args.cmd}: {e}", file=sys.stderr)
+            return 2 if not isinstance(e, OSError) else 1
+        raise
+
+
+def cmd_measure(a) -> int:
+    from . import measure as M
+    name = a.name or time.strftime("envelope-%Y%m%d-%H%M%S")
+    sweep = M.Sweep(sizes=a.sizes or list(M.DEFAULT_SIZES),
+                    procs=a.procs or list(M.DEFAULT_PROCS), repeat=a.repeat,
+                    metrics=a.metrics or list(METRICS), ops_per_proc=a.ops_per_proc,
+                    creates_per_proc=a.creates_per_proc, timeout=a.timeout,
+                    start_delay=a.start_delay, drop_caches=a.drop_caches, workdir=a.workdir,
+                    keep_files=a.keep_files, fsync=a.fsync)
+    hosts = [h for h in (a.hosts or "").split(",") if h] or None
+    if a.tool != "native":
+        from . import tools
+        tools.require(a.tool)            # a clear error before anything else happens
+    target = M.make_target(hosts, a.launcher, a.mount, a.backend, a.engine)
+    n = len(target.hosts)
+    sweep.host_counts = (list(range(1, n + 1)) if a.host_counts == "1..all" else
+                         [n] if a.host_counts == "all" else a.host_counts)
+    if a.tool != "native":
+        from . import tools
+        res = tools.measure_with_tool(a.tool, a.db, name, target, sweep, append=a.append,
+                                      mpi_launcher=a.mpi_launcher, progress=not a.quiet)
+    else:
+        res = M.measure(a.db, name, target, sweep, append=a.append, progress=not a.quiet)
+    print(f"{'interrupted' if res['interrupted'] else 'done'}: run {res['run']!r} in "
+          f"{res['db']}: {res['points']} points ({res['failed']} failed) in "
+          f"{res['seconds']:.1f} s", file=sys.stderr)
+    return 130 if res["interrupted"] else 0
+
+
+def cmd_import(a) -> int:
+    from mtcio.db import store as dbstore
+    from .drivers import parse_file
+    ctx: dict = {}
+    if a.metric:
+        ctx["read_metric"] = a.metric
+    if a.hosts:
+        ctx["hosts"] = a.hosts
+    if a.procs_per_host:
+        ctx["procs_per_host"] = a.procs_per_host
+    pts_all = []
+    for f in a.files:      # parse everything first: one bad file stores nothing
+        pts = parse_file(f, dict(ctx, config={"imported_from": os.path.abspath(f)}), a.tool)
+        pts_all.append((f, pts))
+    conn = dbstore.connect(a.db)
+    try:
+        total = 0
+        for f, pts in pts_all:
+            total += dbstore.add_envelope_points(conn, a.name, pts, meta={
+                "tool": "import", "files": [os.path.abspath(x) for x in a.files]})
+            print(f"{f}: {len(pts)} points ({', '.join(sorted({p.metric for p in pts}))})",
+                  file=sys.stderr)
+    finally:
+        conn.close()
+    print(f"imported {total} points into run {a.name!r} of {a.db}", file=sys.stderr)
+    return 0
+
+
+def cmd_list(a) -> int:
+    from .export import runs_table
+    df = runs_table(a.db)
+    if a.json:
+        print(df.to_json(orient="records"))
+        return 0
+    if df.empty:
+        print(f"no envelope runs in {a.db}")
+        return 0
+    print(df.to_string(index=False))
+    return 0
+
+
+def cmd_show(a) -> int:
+    from .export import load, summary
+    df = load(a.db, a.name)
+    if a.metric:
+        df = df[df["metric"].isin(a.metric)]
+    if a.failed:
+        bad = df[~df["ok"]]
+        if bad.empty:
+            print("no failed points")
+        for _, r in bad.iterrows():
+            print(f"{r.metric:>4} size={r.file_size} ppn={r.procs_per_host} hosts={r.hosts} "
+                  f"repeat={r.repeat}: {r.error}")
+        return 0
+    print(summary(df).to_string(index=False))
+    return 0
+
+
+def cmd_export(a) -> int:
+    from .export import export
+    fmt = a.format or ("csv" if (a.output or "").endswith(".csv") else "yaml")
+    text = export(a.db, a.name, fmt)
+    if a.output:
+        with open(a.output, "w") as f:
+            f.write(text)
+        print(f"wrote {a.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_plot(a) -> int:
+    from .plot import plot
+    files = plot(a.db, a.name, a.output)
+    print(f"wrote {len(files)} files into {a.output} (open {os.path.join(a.output, 'index.html')})",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

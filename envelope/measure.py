@@ -1,0 +1,678 @@
+"""`mtcenvelope measure`: sweep the MTC envelope with the native engine on every host at once.
+
+For each host count h, file size S, processes per host P and repeat r (DESIGN.md section 3):
+
+* Tm  (once per P, h, r; file_size 0): every process creates K empty files (create + close =
+  one op) in one directory shared by all hosts;
+* TL/BL: every process writes K files of S bytes into its host's directory; gfwhere (one
+  batched call) then checks that each file's only replica is on the writer's host;
+* T1L/B1L: each host's processes read the files its host just wrote (another process wrote
+  them; the replica on the reader's host, checked above);
+* T1R/B1R: host j reads the files host (j+1) mod h wrote (replica elsewhere, checked above);
+* TN/BN: every process reads one shared file written once per size by the first host;
+* before each read run the kernel page cache is dropped (sync; echo 3 > drop_caches) where
+  permitted: on the testbed all hosts share one kernel, so that also drops gfsd's spool pages
+  and the FUSE pages of every gfarm2fs mount. What was done is in every point's config.
+
+Rates: ops/s = ok ops / (last end - first start) over all processes of all hosts; bytes/s the
+same with bytes. Each engine run is one repeat; a failed run is stored as failed points with
+the reason, and the sweep goes on. Every step's points are stored as soon as they exist, so an
+interrupted sweep (Ctrl-C, SIGTERM) keeps what it measured.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from . import engine as eng
+from .agent import Agent, AgentError, Result, run_many
+from .points import KiB, MiB, METRICS, PAIRS, ParseError, Point
+
+DEFAULT_SIZES = [1 * KiB, 128 * KiB, 1 * MiB, 16 * MiB]
+DEFAULT_PROCS = [1, 2, 4, 8]
+TESTBED_LAUNCHER_DOC = "mtcbed exec {host} --"
+
+# measurement kinds and the metrics they produce
+KIND_METRICS = {"create": ("Tm",), "write": ("TL", "BL"), "local": ("T1L", "B1L"),
+                "remote": ("T1R", "B1R"), "shared": ("TN", "BN")}
+KIND_OF = {m: k for k, ms in KIND_METRICS.items() for m in ms}
+
+
+class MeasureError(RuntimeError):
+    """The sweep cannot start (bad options, no hosts, engine missing ...)."""
+
+
+# --------------------------------------------------------------------------------- target
+@dataclass
+class Target:
+    hosts: list[str]
+    launcher: list[str]                    # argv prefix with {host}
+    launcher_doc: str
+    backend: str = "posix"                 # posix on a gfarm2fs mount, or gfarm (libgfarm)
+    mount: str = ""                        # posix path prefix of the Gfarm root, may hold {host}
+    engine: str = str(eng.ENGINE)
+    same_kernel: bool = False              # every host runs on this machine's kernel (testbed)
+    testbed: dict | None = None
+
+    def prefix(self, host: str) -> str:
+        return "" if self.backend == "gfarm" else self.mount.format(host=host).rstrip("/")
+
+
+def testbed_status() -> dict | None:
+    """`mtcbed status --json` when a testbed is up on this machine, else None."""
+    try:
+        cp = subprocess.run([sys.executable, "-m", "mtcio.testbed.cli", "status", "--json"],
+                            capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if cp.returncode:
+        return None
+    try:
+        st = json.loads(cp.stdout)
+    except ValueError:
+        return None
+    return st if st.get("phase") == "up" and st.get("hosts") else None
+
+
+def make_target(hosts: Sequence[str] | None = None, launcher: str | None = None,
+                mount: str | None = None, backend: str = "posix",
+                engine: str | None = None) -> Target:
+    st = testbed_status() if launcher is None or mount is None or not hosts else None
+    exe = engine or str(eng.ENGINE)
+    if engine is None:
+        eng.build()
+    if st:
+        names = [h["name"] for h in st["hosts"]]
+        mounts = {h["name"]: h["mount"] for h in st["hosts"]}
+        hs = list(hosts) if hosts else names
+        unknown = [h for h in hs if h not in names]
+        if unknown and launcher is None:
+            raise MeasureError(f"unknown testbed host(s) {', '.join(unknown)}; hosts are "
+                               f"{', '.join(names)}")
+        tmpl = mount
+        if tmpl is None:
+            tmpl = os.path.commonpath(list(mounts.values())) + "/{host}" \
+                if all(mounts[n] == os.path.join(os.path.dirname(mounts[n]), n) for n in names) \
+                else None
+            if tmpl is None:
+                raise MeasureError("cannot derive a mount template from the testbed; give --mount")
+        if launcher is None:
+            lau = [sys.executable, "-m", "mtcio.testbed.cli", "exec", "{host}", "--"]
+            doc = TESTBED_LAUNCHER_DOC
+        else:
+            lau, doc = shlex.split(launcher), launcher
+        return Target(hs, lau, doc, backend, tmpl, exe, same_kernel=True, testbed=st)
+    if not hosts:
+        raise MeasureError("no testbed is up here: name the hosts (--hosts h1,h2,...) and how to "
+                           "reach them (--launcher 'ssh {host}')")
+    if backend == "posix" and not mount:
+        raise MeasureError("--backend posix needs --mount (the gfarm2fs mount point on every "
+                           "host, may contain {host}), or use --backend gfarm")
+    lau = launcher or "ssh {host}"
+    return Target(list(hosts), shlex.split(lau), lau, backend, mount or "", exe,
+                  same_kernel=False)
+
+
+# --------------------------------------------------------------------------------- sweep
+@dataclass
+class Sweep:
+    sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
+    procs: list[int] = field(default_factory=lambda: list(DEFAULT_PROCS))
+    host_counts: list[int] | None = None          # None: all hosts only
+    repeat: int = 3
+    metrics: list[str] = field(default_factory=lambda: list(METRICS))
+    ops_per_proc: int | None = None               # None: auto from the size
+    creates_per_proc: int = 16
+    timeout: float = 60.0                         # per engine run
+    start_delay: float | None = None              # None: backend default
+    drop_caches: str = "auto"                     # auto | off
+    workdir: str = "/mtcenvelope"
+    keep_files: bool = False
+    fsync: bool = False
+    block: int = 1 * MiB
+
+    def k_for(self, size: int) -> int:
+        """Operations per process: enough bytes per process (2 MiB) to time a small file,
+        one op for a big one, 1..16."""
+        if self.ops_per_proc:
+            return self.ops_per_proc
+        return max(1, min(16, math.ceil(2 * MiB / max(1, size))))
+
+
+@dataclass
+class Step:
+    kind: str           # create | setup-shared | write | local | remote | shared | cleanup
+    h: int
+    size: int = 0
+    ppn: int = 0
+    rep: int = 0
+    cost: float = 0.3   # seconds, for the ETA
+
+    def label(self) -> str:
+        if self.kind == "create":
+            return f"Tm p{self.ppn}x{self.h} r{self.rep}"
+        if self.kind in ("setup-shared", "cleanup"):
+            return f"{self.kind} {fmt_size(self.size)}"
+        name = {"write": "TL", "local": "T1L", "remote": "T1R", "shared": "TN"}[self.kind]
+        return f"{name} {fmt_size(self.size)} p{self.ppn}x{self.h} r{self.rep}"
+
+
+def fmt_size(n: int) -> str:
+    for unit, m in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", KiB)):
+        if n >= m and n % m == 0:
+            return f"{n // m}{unit}"
+    return f"{n}B"
+
+
+def plan(sweep: Sweep, nhosts: int) -> list[Step]:
+    kinds = {KIND_OF[m] for m in sweep.metrics}
+    hcs = sweep.host_counts or [nhosts]
+    steps: list[Step] = []
+    for h in hcs:
+        if "create" in kinds:
+            for p in sweep.procs:
+                for r in range(sweep.repeat):
+                    steps.append(Step("create", h, 0, p, r,
+                                      0.25 + p * h * sweep.creates_per_proc / 800))
+        for s in sweep.sizes:
+            k = sweep.k_for(s)
+            if "shared" in kinds:
+                steps.append(Step("setup-shared", h, s, cost=0.2 + s / 150e6))
+            for p in sweep.procs:
+                nbytes = s * k * p * h
+                ops = k * p * h
+                for r in range(sweep.repeat):
+                    if kinds & {"write", "local", "remote"}:
+                        steps.append(Step("write", h, s, p, r, 0.35 + nbytes / 200e6 + ops / 800))
+                    for kind in ("local", "remote", "shared"):
+                        if kind in kinds and not (kind == "remote" and h < 2):
+                            steps.append(Step(kind, h, s, p, r, 0.3 + nbytes / 800e6 + ops / 1000))
+            if not sweep.keep_files:
+                steps.append(Step("cleanup", h, s, cost=0.3))
+    return steps
+
+
+# --------------------------------------------------------------------------------- progress
+class Progress:
+    """A bar with an estimate of the time left on stderr (a line per 5% when not a tty)."""
+
+    def __init__(self, steps: Sequence[Step], stream=None, enabled: bool = True):
+        self.total = sum(s.cost for s in steps) or 1.0
+        self.n = len(steps)
+        self.done_cost = 0.0
+        self.i = 0
+        self.t0 = time.monotonic()
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.last_pct = -100.0
+        self.failed = 0
+
+    def update(self, step: Step, failed: bool = False) -> None:
+        self.i += 1
+        self.done_cost += step.cost
+        self.failed += failed
+        if not self.enabled:
+            return
+        el = time.monotonic() - self.t0
+        frac = min(1.0, self.done_cost / self.total)
+        eta = el / frac * (1 - frac) if frac > 0 else float("nan")
+        pct = 100 * frac
+        bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
+        msg = (f"[{bar}] {pct:5.1f}% {self.i}/{self.n} steps  {step.label():<24} "
+               f"elapsed {fmt_t(el)}  left ~{fmt_t(eta)}"
+               + (f"  failed {self.failed}" if self.failed else ""))
+        if self.tty:
+            self.stream.write("\r" + msg + ("\n" if self.i == self.n else ""))
+            self.stream.flush()
+        elif pct - self.last_pct >= 5 or self.i == self.n or failed:
+            self.stream.write(msg + "\n")
+            self.stream.flush()
+            self.last_pct = pct
+
+    def note(self, text: str) -> None:
+        if self.enabled:
+            self.stream.write(("\n" if self.tty else "") + text + "\n")
+            self.stream.flush()
+
+
+def fmt_t(s: float) -> str:
+    if not math.isfinite(s):
+        return "?"
+    s = int(round(s))
+    return f"{s // 60}:{s % 60:02d}"
+
+
+# --------------------------------------------------------------------------------- gfwhere
+def parse_gfwhere(text: str, paths: Sequence[str]) -> dict[str, list[str]]:
+    """{path: sorted replica hosts} from `gfwhere P1 P2 ...` (blocks 'P:' + hosts); with
+    one path gfwhere prints the hosts only."""
+    out: dict[str, list[str]] = {}
+    if len(paths) == 1:
+        toks = [t for ln in text.splitlines() if not ln.rstrip().endswith(":")
+                for t in ln.split()]
+        if toks:
+            out[paths[0]] = sorted(toks)
+        return out
+    cur = None
+    want = set(paths)
+    for ln in text.splitlines():
+        s = ln.strip()
+        if not s:
+            continue
+        if s.endswith(":") and s[:-1] in want:
+            cur = s[:-1]
+            out[cur] = []
+        elif cur is not None:
+            out[cur] += s.split()
+    return {p: sorted(h) for p, h in out.items()}
+
+
+def short(host: str) -> str:
+    return host.split(".", 1)[0]
+
+
+# --------------------------------------------------------------------------------- runner
+class Interrupted(Exception):
+    pass
+
+
+class Measurer:
+    def __init__(self, target: Target, sweep: Sweep, store_fn: Callable[[list[Point]], None],
+                 progress: Progress | None = None, run_name: str = "", repeat_base: int = 0,
+                 log: Callable[[str], None] | None = None):
+        self.t = target
+        self.sw = sweep
+        self.store = store_fn
+        self.progress = progress
+        self.repeat_base = repeat_base
+        self.log = log or (lambda m: print(m, file=sys.stderr))
+        self.agents = {h: Agent(h, target.launcher) for h in target.hosts}
+        self.delay = sweep.start_delay if sweep.start_delay is not None else \
+            (0.4 if target.backend == "gfarm" else 0.15)
+        self.root = f"{sweep.workdir.rstrip('/')}/{_safe(run_name) or 'run'}-{os.getpid()}-" \
+                    f"{int(time.time())}"
+        self.written: dict[tuple, dict] = {}    # (size, ppn, h, rep) -> write state
+        self.shared: dict[tuple, dict] = {}     # (size, h) -> shared file state
+        self.n_points = 0
+        self.n_failed = 0
+        self.cache_note = ""
+
+    # ------------------------------------------------------------ helpers
+    def helper(self, argv: Sequence[str] | str, timeout: float = 60.0) -> Result:
+        """A metadata command (gfmkdir, gfwhere, gfrm) on the first host."""
+        return self.agents[self.t.hosts[0]].run(argv, timeout)
+
+    def wdir(self, size, ppn, h, rep, host) -> str:
+        return f"{self.root}/s{size}/p{ppn}h{h}/r{rep}/{host}"
+
+    def tmdir(self, ppn, h, rep) -> str:
+        return f"{self.root}/tm/p{ppn}h{h}/r{rep}"
+
+    def shared_path(self, size, h) -> str:
+        return f"{self.root}/shared/s{size}h{h}"
+
+    def files(self, size, ppn, h, rep, host, k) -> list[str]:
+        d = self.wdir(size, ppn, h, rep, host)
+        return [f"{d}/f{lr}_{i}" for lr in range(ppn) for i in range(k)]
+
+    def where(self, paths: Sequence[str]) -> tuple[dict[str, list[str]], str]:
+        """Replica hosts of many Gfarm paths with as few gfwhere calls as possible."""
+        out: dict[str, list[str]] = {}
+        errs = []
+        for i in range(0, len(paths), 500):
+            chunk = list(paths[i:i + 500])
+            if len(chunk) == 1:   # keep the block format: one path makes gfwhere terse
+                chunk = chunk + chunk
+            r = self.helper(["gfwhere", *chunk], timeout=max(30.0, self.sw.timeout))
+            out.update(parse_gfwhere(r.stdout, chunk))
+            if r.rc:
+                errs.append(r.stderr.strip().splitlines()[0] if r.stderr.strip() else
+                            f"gfwhere exit {r.rc}")
+        return out, "; ".join(errs)
+
+    def drop(self) -> str:
+        if self.sw.drop_caches == "off":
+            return "off (--drop-caches off): reads may come from the page cache"
+        if self.t.same_kernel:
+            try:
+                os.sync()
+                with open("/proc/sys/vm/drop_caches", "w") as f:
+                    f.write("3\n")
+                return ("sync + echo 3 > /proc/sys/vm/drop_caches before the run (one kernel "
+                        "for all hosts: client FUSE pages and gfsd spool pages dropped)")
+            except OSError as e:
+                return f"not permitted ({e.strerror}): page cache kept"
+        res = run_many([(a, "sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || "
+                            "sudo -n sh -c 'echo 3 > /proc/sys/vm/drop_caches'")
+                        for a in self.agents.values()], timeout=60)
+        bad = [r.host for r in res if r.rc != 0]
+        return ("sync + drop_caches on every host before the run" if not bad else
+                f"drop_caches not permitted on {', '.join(bad)}: their page cache kept")
+
+    def run_engines(self, hosts: Sequence[str], argv_of: Callable[[int, str, int], list[str]]
+                    ) -> tuple[list[eng.EngineRun], str | None]:
+        """Run one engine per host, started together; (runs, error of the whole run)."""
+        start = eng.start_time(self.delay)
+        jobs = [(self.agents[h], argv_of(j, h, start)) for j, h in enumerate(hosts)]
+        try:
+            res = run_many(jobs, timeout=self.delay + self.sw.timeout + 15)
+        except AgentError as e:
+            return [], str(e)
+        runs, errs = [], []
+        for r in res:
+            if r.rc is None:
+                errs.append(f"{r.host}: engine did not return within the point timeout "
+                            f"({self.sw.timeout:g} s + grace): killed")
+                continue
+            try:
+                run = eng.parse_output(r.stdout, source=f"mtcengine on {r.host}")
+            except ParseError as e:
+                errs.append(f"{r.host}: {e} (exit {r.rc}; stderr: {r.stderr.strip()[:300]})")
+                continue
+            run.host, run.returncode, run.stderr = r.host, r.rc, r.stderr
+            runs.append(run)
+        late = max((int(x.summary.get("late_ns", 0)) for x in runs), default=0)
+        if late > 0 and self.delay < 3:      # some host started after the common instant
+            self.delay = min(3.0, self.delay * 1.5 + 0.05)
+        return runs, ("; ".join(errs) if errs else None)
+
+    def argv(self, op: str, path: str, ppn: int, k: int, size: int | None, start: int,
+             rank_base: int) -> list[str]:
+        return eng.engine_argv(op, path=path, procs=ppn, files_per_proc=k, size=size,
+                               block=min(self.sw.block, size) if size else None,
+                               backend=self.t.backend, start_at_ns=start,
+                               timeout=self.sw.timeout, fsync=self.sw.fsync and op != "read",
+                               rank_base=rank_base, exe=self.t.engine)
+
+    def base_config(self, **kw) -> dict[str, Any]:
+        cfg = {"backend": self.t.backend, "launcher": self.t.launcher_doc,
+               "timeout_s": self.sw.timeout, "start_delay_s": round(self.delay, 3),
+               "workdir": self.root}
+        cfg.update(kw)
+        return cfg
+
+    def emit(self, step: Step, metric: str, runs, err: str | None, cfg: dict,
+             size: int, extra_fail: str | None = None) -> list[Point]:
+        """Points of one measurement (a failure of the whole run or of placement included)."""
+        rep = step.rep + self.repeat_base
+        if err and not runs:
+            pts = _failed(metric, size, step.ppn, step.h, rep, err, cfg)
+        else:
+            pts = eng.points_from_runs(metric, runs, file_size=size, procs_per_host=step.ppn,
+                                       hosts=step.h, repeat=rep, config=cfg)
+            reason = "; ".join(x for x in (err, extra_fail) if x)
+            if reason:
+                pts = [Point.failed(p.metric, p.file_size, p.procs_per_host, p.hosts, p.repeat,
+                                    p.tool, (p.error + "; " if p.error else "") + reason,
+                                    p.tool_version,
+                                    {**p.config, **({"value_if_ok": p.value} if p.ok else {})})
+                       for p in pts]
+        keep = [p for p in pts if p.metric in self.sw.metrics]
+        if keep:
+            self.store(keep)
+            self.n_points += len(keep)
+            self.n_failed += sum(not p.ok for p in keep)
+        return keep
+
+    # ------------------------------------------------------------ steps
+    def setup(self, steps: Sequence[Step]) -> None:
+        for a in self.agents.values():
+            a.start()
+        dirs = {self.root}
+        for s in steps:
+            if s.kind == "create":
+                dirs.add(self.tmdir(s.ppn, s.h, s.rep))
+            elif s.kind == "write":
+                dirs.update(self.wdir(s.size, s.ppn, s.h, s.rep, host)
+                             for host in self.t.hosts[:s.h])
+            elif s.kind == "setup-shared":
+                dirs.add(f"{self.root}/shared")
+        r = self.helper(["gfmkdir", "-p", *sorted(dirs)], timeout=120)
+        if r.rc:
+            raise MeasureError(f"gfmkdir -p {self.root}/... on {self.t.hosts[0]} failed: "
+                               f"{r.stderr.strip()[:500]}")
+
+    def step_create(self, st: Step) -> list[Point]:
+        k = self.sw.creates_per_proc
+        d = self.tmdir(st.ppn, st.h, st.rep)
+        hosts = self.t.hosts[:st.h]
+        runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
+            "create", f"{self.t.prefix(h)}{d}/c{{rank}}_{{i}}", st.ppn, k, None, start,
+            j * st.ppn))
+        cfg = self.base_config(ops_per_proc=k, op="create+close of an empty file",
+                               directory="one directory shared by all processes")
+        return self.emit(st, "Tm", runs, err, cfg, 0)
+
+    def step_setup_shared(self, st: Step) -> None:
+        p = self.shared_path(st.size, st.h)
+        writer = self.t.hosts[0]
+        runs, err = self.run_engines([writer], lambda j, h, start: self.argv(
+            "write", f"{self.t.prefix(h)}{p}", 1, 1, st.size, start, 0))
+        state = {"path": p, "host": writer, "ok": False}
+        if err or not runs or runs[0].failed:
+            state["error"] = err or "; ".join(sorted({r.error or "?" for r in runs[0].failed}))
+        else:
+            reps, werr = self.where([p])
+            state["replicas"] = reps.get(p, [])
+            if [short(x) for x in state["replicas"]] != [short(writer)]:
+                state["error"] = (f"shared file {p} has replicas {state['replicas']}, expected "
+                                  f"only {writer}" + (f" ({werr})" if werr else ""))
+            else:
+                state["ok"] = True
+        self.shared[(st.size, st.h)] = state
+
+    def step_write(self, st: Step) -> list[Point]:
+        k = self.sw.k_for(st.size)
+        hosts = self.t.hosts[:st.h]
+        runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
+            "write", f"{self.t.prefix(h)}{self.wdir(st.size, st.ppn, st.h, st.rep, h)}"
+                     f"/f{{lrank}}_{{i}}", st.ppn, k, st.size, start, j * st.ppn))
+        expected = {h: self.files(st.size, st.ppn, st.h, st.rep, h, k) for h in hosts}
+        reps, werr = self.where([p for ps in expected.values() for p in ps])
+        wrong = [(p, reps.get(p)) for h, ps in expected.items() for p in ps
+                 if [short(x) for x in reps.get(p, [])] != [short(h)]]
+        nfiles = sum(len(v) for v in expected.values())
+        placement = {"check": "gfwhere after the run", "files": nfiles,
+                     "on_writer_host_only": nfiles - len(wrong)}
+        if wrong:
+            placement["misplaced_examples"] = [f"{p}: {r or 'missing'}" for p, r in wrong[:3]]
+        ok_runs = bool(runs) and not err and not any(r.failed for r in runs)
+        fail = None
+        if wrong and ok_runs:
+            fail = (f"placement: {len(wrong)} of {nfiles} written files are not (only) on the "
+                    f"writer's host, e.g. {placement['misplaced_examples'][0]}"
+                    + (f" ({werr})" if werr else ""))
+        state = {"ok": ok_runs and not wrong, "replicas": reps, "expected": expected,
+                 "error": None}
+        if not state["ok"]:
+            why = err or fail or "; ".join(sorted({x.error or f"errno {x.errno}" for r in runs
+                                                   for x in r.failed}))[:300]
+            state["error"] = f"inputs not in place: the write run of this repeat failed ({why})"
+        self.written[(st.size, st.ppn, st.h, st.rep)] = state
+        cfg = self.base_config(ops_per_proc=k, block=min(self.sw.block, st.size),
+                               fsync=self.sw.fsync, placement=placement,
+                               op="create+write+close", files="one per op, new names")
+        return self.emit(st, "TL", runs, err, cfg, st.size, fail)
+
+    def step_read(self, st: Step) -> list[Point]:
+        k = self.sw.k_for(st.size)
+        hosts = self.t.hosts[:st.h]
+        metric = {"local": "T1L", "remote": "T1R", "shared": "TN"}[st.kind]
+        cfg = self.base_config(ops_per_proc=k, block=min(self.sw.block, st.size),
+                               op="open+read to EOF+close")
+        if st.kind == "shared":
+            state = self.shared.get((st.size, st.h), {"ok": False, "error": "no shared file"})
+            if not state["ok"]:
+                return self.emit(st, metric, [], f"input not in place: {state.get('error')}",
+                                 cfg, st.size)
+            cfg["placement"] = {"kind": "N-to-1", "file": state["path"],
+                                "replica_hosts": state["replicas"], "check": "gfwhere",
+                                "readers_local": st.ppn, "readers_remote": st.ppn * (st.h - 1),
+                                "written_by": f"another process on {state['host']}"}
+            cfg["cache"] = self.drop()
+            runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
+                "read", f"{self.t.prefix(h)}{state['path']}", st.ppn, k, st.size, start,
+                j * st.ppn))
+            return self.emit(st, metric, runs, err, cfg, st.size)
+        state = self.written.get((st.size, st.ppn, st.h, st.rep))
+        if not state or not state["ok"]:
+            return self.emit(st, metric, [], (state or {}).get("error") or "inputs not written",
+                             cfg, st.size)
+        src = {h: (h if st.kind == "local" else hosts[(j + 1) % len(hosts)])
+               for j, h in enumerate(hosts)}
+        # checked, not assumed: every file a host reads has its replicas where they should be
+        bad = []
+        for reader, owner in src.items():
+            for p in state["expected"][owner]:
+                rs = [short(x) for x in state["replicas"].get(p, [])]
+                good = rs == [short(reader)] if st.kind == "local" else \
+                    (rs and short(reader) not in rs)
+                if not good:
+                    bad.append(f"{p} on {rs} read by {reader}")
+        nfiles = sum(len(state["expected"][o]) for o in src.values())
+        cfg["placement"] = {"kind": "1-to-1 " + st.kind, "check": "gfwhere",
+                            "files": nfiles, "as_required": nfiles - len(bad),
+                            "reads_from": {r: o for r, o in src.items()},
+                            "written_by": "other processes (this repeat's write run)"}
+        if bad:
+            return self.emit(st, metric, [], f"placement: {len(bad)} of {nfiles} inputs are not "
+                             f"{st.kind}, e.g. {bad[0]}", cfg, st.size)
+        cfg["cache"] = self.drop()
+        runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
+            "read", f"{self.t.prefix(h)}{self.wdir(st.size, st.ppn, st.h, st.rep, src[h])}"
+                    f"/f{{lrank}}_{{i}}", st.ppn, k, st.size, start, j * st.ppn))
+        return self.emit(st, metric, runs, err, cfg, st.size)
+
+    def step_cleanup(self, st: Step) -> None:
+        self.helper(["gfrm", "-rf", *[f"{self.root}/s{st.size}"]],
+                    timeout=max(60.0, self.sw.timeout))
+        for key in [k for k in self.written if k[0] == st.size]:
+            del self.written[key]
+
+    def run(self, steps: Sequence[Step]) -> None:
+        self.setup(steps)
+        for st in steps:
+            before = self.n_failed
+            if st.kind == "create":
+                self.step_create(st)
+            elif st.kind == "setup-shared":
+                self.step_setup_shared(st)
+            elif st.kind == "write":
+                self.step_write(st)
+            elif st.kind in ("local", "remote", "shared"):
+                self.step_read(st)
+            elif st.kind == "cleanup":
+                self.step_cleanup(st)
+            if self.progress:
+                self.progress.update(st, failed=self.n_failed > before)
+        if not self.sw.keep_files:
+            self.helper(["gfrm", "-rf", self.root], timeout=max(60.0, self.sw.timeout))
+
+    def close(self) -> None:
+        for a in self.agents.values():
+            a.close()
+
+    def kill(self) -> None:
+        for a in self.agents.values():
+            a.kill()
+
+
+def _failed(metric, size, ppn, h, rep, err, cfg) -> list[Point]:
+    t = metric if metric == "Tm" or metric in PAIRS else \
+        {b: t for t, b in PAIRS.items()}[metric]
+    ms = [t] if t == "Tm" else [t, PAIRS[t]]
+    return [Point.failed(m, size, ppn, h, rep, "native", err, eng_version(), cfg) for m in ms]
+
+
+def eng_version() -> str:
+    return "1"
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
+
+
+# --------------------------------------------------------------------------------- entry
+def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = False,
+            progress: bool = True, stream=None) -> dict[str, Any]:
+    """Run a sweep into run ``name`` of ``db``; returns a summary. KeyboardInterrupt (Ctrl-C,
+    and SIGTERM, which is turned into it) stops the sweep keeping the points stored so far;
+    the summary then has interrupted=True."""
+    from mtcio.db import store as dbstore
+
+    unknown = [m for m in sweep.metrics if m not in METRICS]
+    if unknown:
+        raise MeasureError(f"unknown metric(s) {', '.join(unknown)}; one of {', '.join(METRICS)}")
+    hcs = sweep.host_counts or [len(target.hosts)]
+    if any(h < 1 or h > len(target.hosts) for h in hcs):
+        raise MeasureError(f"host counts {hcs} must be within 1..{len(target.hosts)}")
+    if any(p < 1 for p in sweep.procs) or any(s < 1 for s in sweep.sizes) or sweep.repeat < 1:
+        raise MeasureError("sizes, processes per host and --repeat must be positive")
+    if not os.path.exists(target.engine) and target.same_kernel:
+        raise MeasureError(f"engine {target.engine} not found (make -C envelope/engine)")
+    conn = dbstore.connect(db)
+    row = conn.execute("SELECT kind FROM runs WHERE name = ?", (name,)).fetchone()
+    repeat_base = 0
+    if row is not None:
+        if not append:
+            raise MeasureError(f"run {name!r} already exists in {db}; pick another --name or "
+                               "give --append")
+        if row[0] != "envelope":
+            raise MeasureError(f"run {name!r} is a {row[0]} run, not an envelope run")
+        mx = conn.execute("SELECT MAX(repeat) FROM envelope_points p JOIN runs r ON "
+                          "r.id = p.run_id WHERE r.name = ?", (name,)).fetchone()[0]
+        repeat_base = 0 if mx is None else mx + 1
+    meta = {"tool": "native", "hosts": target.hosts, "host_counts": hcs,
+            "sizes": sweep.sizes, "procs_per_host": sweep.procs, "repeat": sweep.repeat,
+            "metrics": sweep.metrics, "backend": target.backend, "launcher": target.launcher_doc,
+            "mount": target.mount, "timeout_s": sweep.timeout,
+            "drop_caches": sweep.drop_caches, "started": time.time(),
+            "testbed": bool(target.testbed)}
+
+    def store_fn(points):
+        dbstore.add_envelope_points(conn, name, points, meta=meta)
+
+    steps = plan(sweep, len(target.hosts))
+    prog = Progress(steps, stream=stream, enabled=progress)
+    m = Measurer(target, sweep, store_fn, prog, run_name=name, repeat_base=repeat_base)
+    t0 = time.monotonic()
+    interrupted = False
+    old = signal.getsignal(signal.SIGTERM)
+    try:
+        if threading_main():
+            signal.signal(signal.SIGTERM, _sigterm)
+        m.run(steps)
+        m.close()
+    except KeyboardInterrupt:
+        interrupted = True
+        m.kill()
+        prog.note(f"interrupted: {m.n_points} points kept in run {name!r} of {db}; files left "
+                  f"under {m.root} (gfrm -rf to remove)")
+    except BaseException:
+        m.kill()
+        raise
+    finally:
+        if threading_main():
+            signal.signal(signal.SIGTERM, old)
+        conn.close()
+    return {"run": name, "db": db, "points": m.n_points, "failed": m.n_failed,
+            "seconds": time.monotonic() - t0, "steps": len(steps), "interrupted": interrupted,
+            "workdir": m.root}
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+def threading_main() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()

@@ -1,0 +1,171 @@
+"""`mtcenvelope measure --tool ior|mdtest|fio`: the same sweep through an external benchmark.
+
+The drivers (envelope/drivers/) build each metric's command line and parse the output into
+the same points as the native engine. IOR and mdtest are MPI programs started once for all
+hosts with ``--mpi-launcher`` (run on this machine); fio runs once per host through the host
+launcher, all hosts at once, and its per-host results are summed. Read metrics first write
+their inputs with the tool's own write command on the same path (IOR -w -k, mdtest -C -w,
+fio --rw=write), so the files are where the tool's rank-to-host mapping puts them; locality
+then follows from that mapping (IOR -C -Q 1 / mdtest -N shift reads to the next host), which
+these outputs cannot prove: the points' config says so.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from typing import Any
+
+from .drivers import get_driver
+from .points import ParseError, Point
+
+INSTALL_HINT = {
+    "ior": "IOR is not packaged in Debian: build it from https://github.com/hpc/ior "
+           "(./bootstrap && ./configure && make install, needs an MPI) or use --tool native",
+    "mdtest": "mdtest comes with IOR (https://github.com/hpc/ior); or use --tool native",
+    "fio": "install it with 'apt-get install fio', or use --tool native",
+}
+
+
+class ToolMissing(RuntimeError):
+    """The named tool is not on PATH."""
+
+
+def require(tool: str):
+    d = get_driver(tool)
+    if not d.available():
+        raise ToolMissing(f"--tool {tool}: '{d.executable}' is not on PATH. "
+                          f"{INSTALL_HINT.get(tool, '')}")
+    return d
+
+
+def _run(argv: list[str], timeout: float) -> tuple[int | None, str, str]:
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        return cp.returncode, cp.stdout, cp.stderr
+    except subprocess.TimeoutExpired as e:
+        return None, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), \
+            f"no result within {timeout:g} s: killed"
+    except OSError as e:
+        return 127, "", str(e)
+
+
+def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: bool = False,
+                      mpi_launcher: str = "mpirun -np {nprocs}", progress: bool = True
+                      ) -> dict[str, Any]:
+    from mtcio.db import store as dbstore
+    from .agent import Agent, run_many
+    from .measure import KIND_METRICS, MeasureError, Progress, Step
+
+    drv = require(tool)
+    version = drv.version()
+    conn = dbstore.connect(db)
+    if conn.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone() and not append:
+        conn.close()
+        raise MeasureError(f"run {name!r} already exists in {db}; pick another --name or --append")
+    meta = {"tool": tool, "tool_version": version, "hosts": target.hosts,
+            "sizes": sweep.sizes, "procs_per_host": sweep.procs, "repeat": sweep.repeat}
+    root = f"{sweep.workdir.rstrip('/')}/{tool}-{os.getpid()}-{int(time.time())}"
+    per_host = tool == "fio"
+    agents = {h: Agent(h, target.launcher) for h in target.hosts} if per_host else {}
+    wanted = [m for m in ("Tm", "TL", "T1L", "T1R", "TN")
+              if any(x in sweep.metrics for x in KIND_METRICS[
+                  {"Tm": "create", "TL": "write", "T1L": "local", "T1R": "remote",
+                   "TN": "shared"}[m]]) and m in drv.metrics]
+    jobs = [(m, s, p, h) for h in (sweep.host_counts or [len(target.hosts)])
+            for m in wanted for s in sweep.sizes for p in sweep.procs
+            if not (m == "T1R" and h < 2)]
+    steps = [Step("create" if m == "Tm" else "write", h, s, p, 0, 1.0) for m, s, p, h in jobs]
+    prog = Progress(steps, enabled=progress)
+    n = failed = 0
+    t0 = time.monotonic()
+    interrupted = False
+    try:
+        for (metric, size, ppn, h), st in zip(jobs, steps):
+            hosts = target.hosts[:h]
+            path = target.prefix(hosts[0]) + f"{root}/{metric}-s{size}-p{ppn}h{h}"
+            cfg = {"tool": tool, "placement": "by the tool's rank-to-host mapping (not checked)",
+                   "cache": "the tool's own (IOR -C, fio --invalidate=1); no drop_caches"}
+            ctx = {"source": f"{tool} {metric}", "read_metric": metric if metric[1:2] in "1N"
+                   and metric != "Tm" else None, "hosts": h, "procs_per_host": ppn,
+                   "config": cfg}
+            ctx = {k: v for k, v in ctx.items() if v is not None}
+            pts: list[Point] = []
+            err = None
+            try:
+                if per_host:
+                    if metric != "TL":     # inputs first, with the tool itself
+                        run_many([(agents[x], drv.command("TL", size, ppn, path, hosts=1))
+                                  for x in hosts], sweep.timeout + 15)
+                    res = run_many([(agents[x], drv.command(metric, size, ppn, path, hosts=1,
+                                                            repeats=sweep.repeat))
+                                    for x in hosts], sweep.timeout + 15)
+                    bad = [r for r in res if r.rc != 0]
+                    if bad:
+                        err = f"{bad[0].host}: {tool} exit {bad[0].rc}: {bad[0].stderr[-300:]}"
+                    else:
+                        per = [drv.parse(r.stdout, dict(ctx, hosts=1)) for r in res]
+                        pts = _sum_hosts(per, h)
+                else:
+                    lau = shlex.split(mpi_launcher)
+                    kw = {"hosts": h, "launcher": lau, "hostlist": hosts, "repeats": sweep.repeat}
+                    if metric not in ("TL", "Tm"):
+                        wr = drv.command("TL", size, ppn * h, path, **{**kw, "repeats": 1})
+                        if metric == "TN" and tool == "ior":
+                            wr = [a for a in wr if a != "-F"]
+                            wr[wr.index("-b") + 1] = str(size // (ppn * h) or 1)
+                        _run(wr, sweep.timeout)
+                    rc, out, er = _run(drv.command(metric, size, ppn * h, path, **kw),
+                                       sweep.timeout)
+                    if rc != 0:
+                        err = f"{tool} exit {rc}: {er.strip()[-300:]}"
+                    else:
+                        pts = drv.parse(out, ctx)
+            except (ParseError, ValueError) as e:
+                err = str(e)
+            if err:
+                from .measure import _failed
+                pts = [Point.failed(p.metric, p.file_size, p.procs_per_host, p.hosts, p.repeat,
+                                    tool, err, version, cfg)
+                       for r in range(sweep.repeat)
+                       for p in _failed(metric, size, ppn, h, r, err, cfg)]
+            pts = [p for p in pts if p.metric in sweep.metrics]
+            if pts:
+                dbstore.add_envelope_points(conn, name, pts, meta=meta)
+                n += len(pts)
+                failed += sum(not p.ok for p in pts)
+            prog.update(st, failed=bool(err))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for a in agents.values():
+            a.kill()
+        conn.close()
+    return {"run": name, "db": db, "points": n, "failed": failed, "interrupted": interrupted,
+            "seconds": time.monotonic() - t0, "steps": len(steps), "workdir": root}
+
+
+def _sum_hosts(per_host: list[list[Point]], h: int) -> list[Point]:
+    """Per-host fio points (same metric/repeat) -> one point per metric/repeat: values summed
+    (each host's rate over its own span; hosts started together)."""
+    acc: dict[tuple, Point] = {}
+    for pts in per_host:
+        for p in pts:
+            key = (p.metric, p.file_size, p.procs_per_host, p.repeat)
+            if key not in acc:
+                acc[key] = Point(p.metric, p.file_size, p.procs_per_host, h, p.value, p.unit,
+                                 p.repeat, p.tool, p.tool_version,
+                                 {**p.config, "aggregation": f"sum over {h} hosts' runs"},
+                                 p.ok, p.error)
+            else:
+                a = acc[key]
+                a.value += p.value
+                if not p.ok:
+                    a.ok, a.error = False, p.error
+    return list(acc.values())
+
+
+if __name__ == "__main__":
+    sys.exit(0)
