@@ -1,14 +1,115 @@
-"""`mtcprof model --db DB --run R -o workflow.yaml`: the per-stage workflow model the predictor reads."""
+"""`mtcprof model --db DB --run R -o workflow.yaml`: the per-stage workflow model the predictor reads.
+
+The schema is db/workflow_model.py (one loader, used by mtcpredict too); see db/README.md.
+"""
+from __future__ import annotations
+
 import argparse
+import datetime as _dt
+import math
+import os
 import sys
+
+import numpy as np
+
+from mtcio.db import store
+from mtcio.db.api import Store
+from mtcio.db.workflow_model import (Dist, Measured, Metadata, Read, Shared, Stage, StageEnvelope, Workflow, Write,
+                                     save)
+
+
+def _f(x):
+    """float or None for NaN."""
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def _dist(values) -> Dist | None:
+    v = np.asarray(list(values), dtype=float)
+    v = v[~np.isnan(v)]
+    if not len(v):
+        return None
+    return Dist(min=_num(v.min()), mean=_num(v.mean()), max=_num(v.max()))
+
+
+def _num(x):
+    x = float(x)
+    return int(x) if x == int(x) and abs(x) < 2 ** 53 else round(x, 6)
+
+
+def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -> Workflow:
+    stages = s.stages(run, scope)
+    if not len(stages):
+        raise ValueError(f"run {run!r} has no tasks")
+    tasks = s.tasks(run)
+    tf = s.task_files(run, scope)
+    out = []
+    for _, st in stages.iterrows():
+        name = st["stage"]
+        t = tasks[tasks["stage"].fillna("") == (name or "")]
+        f = tf[tf["stage"].fillna("") == (name or "")]
+        ids = t["id"]
+        one = f[f["read"] & (f["read_class"] == "1-1")]
+        shared = f[f["read"] & (f["read_class"] == "N-1")]
+        w = f[f["written"]]
+        n = len(t)
+        per = lambda df, col: df.groupby("task_id")[col].sum().reindex(ids, fill_value=0)  # noqa: E731
+        cnt = lambda df: df.groupby("task_id")["key"].nunique().reindex(ids, fill_value=0)  # noqa: E731
+        read = Read(bytes_per_task=_dist(per(one, "bytes_read")), files_per_task=_num(cnt(one).mean()),
+                    file_size=_dist(one.drop_duplicates("key")["size"]), alpha=_f(st["alpha"]),
+                    alpha_files=_f(st["alpha_files"]),
+                    reread_factor=_f(one["bytes_read"].sum() / one["size"].sum()) if len(one) and
+                    one["size"].sum() > 0 else None)
+        sh = Shared(files=int(shared["key"].nunique()), bytes=int(st["shared_size"]),
+                    bytes_read_per_task=_num(per(shared, "bytes_read").mean()), alpha=_f(st["alpha_shared"]))
+        wr = Write(bytes_per_task=_dist(per(w, "bytes_written")), files_per_task=_num(cnt(w).mean()),
+                   file_size=_dist(w.drop_duplicates("key")["size"]), local_fraction=_f(st["write_local"]))
+        md = Metadata(ops_per_task=_num(st["meta_ops"] / n), creates_per_task=_num(st["creates"] / n),
+                      opens_per_task=_num(st["opens"] / n), stats_per_task=_num(st["stats"] / n))
+        ms = Measured(span_s=_f(st["span_s"]), io_s_mean=_f(st["io_s_mean"]), io_s_max=_f(st["io_s_max"]),
+                      io_s_total=_f(st["t_io_s"]), read_s_total=_f(f["t_read_ns"].sum() / 1e9),
+                      write_s_total=_f(f["t_write_ns"].sum() / 1e9),
+                      meta_s_total=_f((f["t_open_ns"] + f["t_close_ns"] + f["t_meta_ns"]).sum() / 1e9))
+        env = StageEnvelope(
+            read_file_size=int(read.file_size.mean) if read.file_size else None,
+            write_file_size=int(wr.file_size.mean) if wr.file_size else None,
+            shared_file_size=int(sh.bytes / sh.files) if sh.files else None)
+        out.append(Stage(name=name or "(none)", tasks=n, hosts=int(st["hosts"]) or 1, read=read, shared=sh,
+                         write=wr, metadata=md, concurrency=int(st["concurrency"]),
+                         procs_per_host=int(st["per_host_concurrency"]), measured=ms, envelope=env))
+        if read.bytes_per_task is None:
+            read.bytes_per_task = Dist()
+        if wr.bytes_per_task is None:
+            wr.bytes_per_task = Dist()
+    runs = s.runs()
+    name = run if isinstance(run, str) else runs.set_index("id").loc[run, "name"]
+    return Workflow(stages=out, run=name,
+                    source={"db": os.path.abspath(s.path), "scope": scope,
+                            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
+                    envelope={"run": envelope_run} if envelope_run else None)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", required=True)
-    p.add_argument("--run", required=True)
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--db", required=True, help="SQLite store")
+    p.add_argument("--run", required=True, help="trace run")
+    p.add_argument("-o", "--output", required=True, help="workflow model YAML to write")
+    p.add_argument("--envelope-run", help="envelope run to record as the default for predictions")
+    p.add_argument("--files", choices=("auto", "gfarm", "all"), default="auto",
+                   help="which files count: Gfarm files only, all traced files, or auto (Gfarm files when the run "
+                        "touched any, else all)")
 
 
-def main(args) -> int:
-    print("mtcprof model: not yet implemented", file=sys.stderr)
-    return 2
+def main(args: argparse.Namespace) -> int:
+    try:
+        s = Store(args.db)
+        wf = build(s, args.run, args.files, args.envelope_run)
+        if args.envelope_run:
+            store.run_id(s.conn, args.envelope_run)
+        save(wf, args.output)
+    except (store.StoreError, ValueError, OSError) as e:
+        print(f"mtcprof model: {e}", file=sys.stderr)
+        return 2
+    print(f"mtcprof model: {len(wf.stages)} stages -> {args.output}", file=sys.stderr)
+    return 0

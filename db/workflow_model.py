@@ -1,0 +1,306 @@
+"""The workflow model: per-stage parameters of the prediction formulas (DESIGN.md section 4), as YAML.
+
+ONE schema, ONE loader: `mtcprof model` writes it (db/model.py), `mtcpredict` reads it with `load()`.
+
+    wf = load("workflow.yaml")          # -> Workflow; ModelError naming the field on any problem
+    wf.stages[0].tasks, .hosts, .read.bytes_per_task.mean (D), .read.alpha, .shared.bytes (D_N) ...
+    text = dump(wf)                      # YAML text; save(wf, path)
+
+Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds; db/README.md has the full text):
+
+    mtcio_workflow: 1
+    run: NAME?                         # trace run it was measured from
+    source: {db: PATH?, created: ISO-8601?}?
+    envelope: {run: NAME?}?            # envelope run to predict with (the predictor may be told another)
+    stages:                            # in execution order
+      - name: STR
+        tasks: INT >= 1                # N
+        hosts: INT >= 1                # C
+        concurrency: INT?              # most tasks of the stage running at once (whole run)
+        procs_per_host: INT?           # most tasks of the stage running at once on one host
+        read:                          # 1-to-1 reads (file read by exactly one task of the stage)
+          bytes_per_task: {min, mean, max}   # D (mean); bytes actually read per task
+          files_per_task: FLOAT
+          file_size: {min, mean, max}?       # size of the 1-to-1 input files
+          alpha: FLOAT in [0,1]?             # local fraction of 1-to-1 bytes read (null: unknown)
+          alpha_files: FLOAT in [0,1]?       # same, by task-file pairs
+          reread_factor: FLOAT?              # bytes read / file size over task-file pairs (1 = read once)
+        shared:                        # N-to-1 reads (file read by >= 2 tasks of the stage)
+          files: INT                         # count of shared files
+          bytes: INT                         # D_N: summed size of the shared files
+          bytes_read_per_task: FLOAT         # mean bytes of shared files read per task
+          alpha: FLOAT in [0,1]?
+        write:
+          bytes_per_task: {min, mean, max}   # D of the write formulas
+          files_per_task: FLOAT
+          file_size: {min, mean, max}?
+          local_fraction: FLOAT in [0,1]?    # written bytes that landed on the writer's host
+        metadata:
+          ops_per_task: FLOAT                # opens + stats + unlinks + renames + mkdirs + rmdirs + truncates
+          creates_per_task: FLOAT
+          opens_per_task: FLOAT?
+          stats_per_task: FLOAT?
+        measured:                      # what the trace saw (for validation); all optional
+          span_s: FLOAT?                     # first task start to last task end
+          io_s_mean: FLOAT?                  # per task time inside I/O calls
+          io_s_max: FLOAT?
+          io_s_total: FLOAT?
+          read_s_total: FLOAT?
+          write_s_total: FLOAT?
+          meta_s_total: FLOAT?               # open + close + stat/unlink/... time
+        envelope: {read_file_size: INT?, write_file_size: INT?, shared_file_size: INT?}?
+                                       # file sizes to look the envelope up at (default: the means above)
+Unknown keys are an error (typos must not silently fall back to defaults), except under `x-*` names.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import yaml
+
+SCHEMA_VERSION = 1
+
+
+class ModelError(ValueError):
+    """A workflow model that does not follow the schema; the message names the field (e.g. stages[1].read.alpha)."""
+
+
+@dataclass
+class Dist:
+    min: float = 0.0
+    mean: float = 0.0
+    max: float = 0.0
+
+
+@dataclass
+class Read:
+    bytes_per_task: Dist = field(default_factory=Dist)
+    files_per_task: float = 0.0
+    file_size: Dist | None = None
+    alpha: float | None = None
+    alpha_files: float | None = None
+    reread_factor: float | None = None
+
+
+@dataclass
+class Shared:
+    files: int = 0
+    bytes: int = 0
+    bytes_read_per_task: float = 0.0
+    alpha: float | None = None
+
+
+@dataclass
+class Write:
+    bytes_per_task: Dist = field(default_factory=Dist)
+    files_per_task: float = 0.0
+    file_size: Dist | None = None
+    local_fraction: float | None = None
+
+
+@dataclass
+class Metadata:
+    ops_per_task: float = 0.0
+    creates_per_task: float = 0.0
+    opens_per_task: float | None = None
+    stats_per_task: float | None = None
+
+
+@dataclass
+class Measured:
+    span_s: float | None = None
+    io_s_mean: float | None = None
+    io_s_max: float | None = None
+    io_s_total: float | None = None
+    read_s_total: float | None = None
+    write_s_total: float | None = None
+    meta_s_total: float | None = None
+
+
+@dataclass
+class StageEnvelope:
+    read_file_size: int | None = None
+    write_file_size: int | None = None
+    shared_file_size: int | None = None
+
+
+@dataclass
+class Stage:
+    name: str
+    tasks: int
+    hosts: int
+    read: Read = field(default_factory=Read)
+    shared: Shared = field(default_factory=Shared)
+    write: Write = field(default_factory=Write)
+    metadata: Metadata = field(default_factory=Metadata)
+    concurrency: int | None = None
+    procs_per_host: int | None = None
+    measured: Measured = field(default_factory=Measured)
+    envelope: StageEnvelope | None = None
+
+    @property
+    def rounds(self) -> int:
+        """ceil(N / C): the seed's number of rounds."""
+        return -(-self.tasks // self.hosts)
+
+
+@dataclass
+class Workflow:
+    stages: list[Stage]
+    run: str | None = None
+    source: dict | None = None
+    envelope: dict | None = None
+    mtcio_workflow: int = SCHEMA_VERSION
+
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(f"no stage {name!r} (stages: {', '.join(s.name for s in self.stages)})")
+
+
+# ---- validation ----------------------------------------------------------------------------------------------------
+
+_REQUIRED = {Stage: ("name", "tasks", "hosts"), Dist: ("min", "mean", "max"), Read: ("bytes_per_task",),
+             Write: ("bytes_per_task",), Shared: ("files", "bytes"), Metadata: ()}
+_FRACTIONS = {"alpha", "alpha_files", "local_fraction"}
+_POSITIVE_INT = {"tasks", "hosts"}
+
+
+def _num(v, where: str, *, integer=False, optional=False, lo=0.0, hi=None):
+    if v is None:
+        if optional:
+            return None
+        raise ModelError(f"{where}: required, got null")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ModelError(f"{where}: must be a number, got {v!r}")
+    if isinstance(v, float) and not math.isfinite(v):
+        if optional and math.isnan(v):
+            return None
+        raise ModelError(f"{where}: must be finite, got {v!r}")
+    if integer:
+        if isinstance(v, float) and v != int(v):
+            raise ModelError(f"{where}: must be a whole number, got {v!r}")
+        v = int(v)
+    if lo is not None and v < lo:
+        raise ModelError(f"{where}: must be >= {lo:g}, got {v!r}")
+    if hi is not None and v > hi:
+        raise ModelError(f"{where}: must be <= {hi:g}, got {v!r}")
+    return v
+
+
+def _build(cls, data, where: str):
+    if not isinstance(data, dict):
+        raise ModelError(f"{where}: must be a mapping, got {type(data).__name__}")
+    names = {f.name: f for f in fields(cls)}
+    unknown = [k for k in data if k not in names and not str(k).startswith("x-")]
+    if unknown:
+        raise ModelError(f"{where}.{unknown[0]}: unknown field (known: {', '.join(names)})")
+    for r in _REQUIRED.get(cls, ()):
+        if r not in data:
+            raise ModelError(f"{where}.{r}: required field missing")
+    kw = {}
+    for name, f in names.items():
+        if name not in data:
+            continue
+        v, w = data[name], f"{where}.{name}"
+        t = str(f.type)
+        sub = {"Dist": Dist, "Read": Read, "Shared": Shared, "Write": Write, "Metadata": Metadata,
+               "Measured": Measured, "StageEnvelope": StageEnvelope}
+        base = t.split(" |")[0]
+        optional = "None" in t
+        if base in sub:
+            if v is None and optional:
+                kw[name] = None
+            else:
+                kw[name] = _build(sub[base], v, w)
+        elif base == "str":
+            if not isinstance(v, str) or not v:
+                raise ModelError(f"{w}: must be a non-empty string, got {v!r}")
+            kw[name] = v
+        elif base in ("int", "float"):
+            kw[name] = _num(v, w, integer=base == "int", optional=optional,
+                            lo=1 if name in _POSITIVE_INT else 0.0, hi=1.0 if name in _FRACTIONS else None)
+        else:
+            kw[name] = v
+    obj = cls(**kw)
+    if cls is Dist and not (obj.min <= obj.mean <= obj.max):
+        raise ModelError(f"{where}: needs min <= mean <= max, got {obj.min} / {obj.mean} / {obj.max}")
+    return obj
+
+
+def from_dict(data: Any, source: str = "<workflow>") -> Workflow:
+    """Validate a parsed YAML document and build a Workflow (ModelError naming the field otherwise)."""
+    if not isinstance(data, dict):
+        raise ModelError(f"{source}: a workflow model is a mapping with 'mtcio_workflow' and 'stages'")
+    ver = data.get("mtcio_workflow")
+    if ver is None:
+        raise ModelError(f"{source}: mtcio_workflow: required field missing (schema version, {SCHEMA_VERSION})")
+    if ver != SCHEMA_VERSION:
+        raise ModelError(f"{source}: mtcio_workflow: schema version {ver!r} not supported (this mtcio reads "
+                         f"{SCHEMA_VERSION})")
+    known = {"mtcio_workflow", "run", "source", "envelope", "stages"}
+    unknown = [k for k in data if k not in known and not str(k).startswith("x-")]
+    if unknown:
+        raise ModelError(f"{source}: {unknown[0]}: unknown field (known: {', '.join(sorted(known))})")
+    stages = data.get("stages")
+    if not isinstance(stages, list) or not stages:
+        raise ModelError(f"{source}: stages: must be a non-empty list")
+    out = [_build(Stage, s, f"stages[{i}]") for i, s in enumerate(stages)]
+    seen = set()
+    for i, s in enumerate(out):
+        if s.name in seen:
+            raise ModelError(f"stages[{i}].name: duplicate stage {s.name!r}")
+        seen.add(s.name)
+    for k in ("source", "envelope"):
+        if data.get(k) is not None and not isinstance(data[k], dict):
+            raise ModelError(f"{source}: {k}: must be a mapping")
+    run = data.get("run")
+    if run is not None and not isinstance(run, str):
+        raise ModelError(f"{source}: run: must be a string")
+    return Workflow(stages=out, run=run, source=data.get("source"), envelope=data.get("envelope"))
+
+
+def load(path: str) -> Workflow:
+    try:
+        with open(path) as fh:
+            data = yaml.safe_load(fh)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise ModelError(f"{path}: not valid YAML ({e})") from None
+    try:
+        return from_dict(data, path)
+    except ModelError as e:
+        msg = str(e)
+        raise ModelError(msg if msg.startswith(path) else f"{path}: {msg}") from None
+
+
+def to_dict(wf: Workflow) -> dict:
+    def conv(o):
+        if hasattr(o, "__dataclass_fields__"):
+            return {f.name: conv(getattr(o, f.name)) for f in fields(o)}
+        if isinstance(o, list):
+            return [conv(x) for x in o]
+        if isinstance(o, float) and o == int(o) and abs(o) < 2 ** 53:
+            return o
+        return o
+    d = {"mtcio_workflow": wf.mtcio_workflow, "run": wf.run, "source": wf.source, "envelope": wf.envelope,
+         "stages": [conv(s) for s in wf.stages]}
+    return d
+
+
+def dump(wf: Workflow) -> str:
+    from_dict(to_dict(wf))          # never write what load() would refuse
+    return yaml.safe_dump(to_dict(wf), sort_keys=False, default_flow_style=None, width=120)
+
+
+def save(wf: Workflow, path: str) -> None:
+    text = dump(wf)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write("# mtcio workflow model (schema: db/workflow_model.py, db/README.md)\n" + text)
+    import os
+    os.replace(tmp, path)

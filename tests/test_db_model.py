@@ -1,0 +1,92 @@
+"""mtcprof model: the workflow YAML from a traced run, and the schema loader's checks."""
+import copy
+
+import pytest
+import yaml
+
+from mtcio.db import ingest as ing
+from mtcio.db import workflow_model as wm
+from mtcio.db.api import Store
+from mtcio.db import model
+from test_db_ingest import make_run, quiet
+
+
+def run_model(argv, capsys):
+    import argparse
+    p = argparse.ArgumentParser()
+    model.add_arguments(p)
+    rc = model.main(p.parse_args(argv))
+    return rc, capsys.readouterr().err
+
+
+@pytest.fixture
+def wf_yaml(tmp_path, capsys):
+    d, logs = make_run(tmp_path)
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
+    out = tmp_path / "wf.yaml"
+    rc, err = run_model(["--db", str(db), "--run", "R", "-o", str(out)], capsys)
+    assert rc == 0, err
+    return out, db
+
+
+def test_model_values(wf_yaml):
+    out, db = wf_yaml
+    wf = wm.load(str(out))
+    assert wf.run == "R" and [s.name for s in wf.stages] == ["S1", "S2"]
+    s1, s2 = wf.stage("S1"), wf.stage("S2")
+    assert (s1.tasks, s1.hosts, s1.rounds) == (2, 1, 2)
+    # S1: t1 reads `in` (12 B, twice) 1-to-1, both read in2 (5000 B) N-to-1
+    assert (s1.read.bytes_per_task.min, s1.read.bytes_per_task.mean, s1.read.bytes_per_task.max) == (0, 12, 24)
+    assert s1.read.reread_factor == 2.0 and s1.read.files_per_task == 0.5
+    assert (s1.shared.files, s1.shared.bytes, s1.shared.bytes_read_per_task) == (1, 5000, 7500)
+    assert s1.read.alpha is None                      # no Gfarm: locality unknown
+    assert s1.write.bytes_per_task.max == 5000 and s1.metadata.creates_per_task == 1.5
+    assert (s2.tasks, s2.read.bytes_per_task.mean, s2.shared.files, s2.write.bytes_per_task.mean) == (1, 5012, 0, 5012)
+    assert s2.envelope.read_file_size == (5000 + 12) // 2
+    st = Store(db).stages("R").set_index("stage")
+    assert s1.measured.span_s == pytest.approx(st.loc["S1", "span_s"])
+    assert s1.metadata.ops_per_task == st.loc["S1", "meta_ops"] / 2
+    # dump -> load round trip
+    assert wm.from_dict(yaml.safe_load(wm.dump(wf))) == wf
+
+
+@pytest.mark.parametrize("path,value,msg", [
+    (("stages", 0, "tasks"), 0, r"stages\[0\].tasks: must be >= 1"),
+    (("stages", 1, "read", "alpha"), 1.5, r"stages\[1\].read.alpha: must be <= 1"),
+    (("stages", 0, "read", "bytes_per_task"), {"min": 5, "mean": 1, "max": 9}, r"stages\[0\].read.bytes_per_task: needs min <= mean"),
+    (("stages", 0, "shared", "bytes"), "lots", r"stages\[0\].shared.bytes: must be a number"),
+    (("stages", 0, "wirte"), {}, r"stages\[0\].wirte: unknown field"),
+    (("mtcio_workflow",), 7, r"mtcio_workflow: schema version 7 not supported"),
+])
+def test_model_validation_names_field(wf_yaml, tmp_path, path, value, msg):
+    out, _ = wf_yaml
+    data = yaml.safe_load(out.read_text())
+    bad = copy.deepcopy(data)
+    node = bad
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(bad))
+    with pytest.raises(wm.ModelError, match=msg):
+        wm.load(str(p))
+
+
+def test_model_missing_required(tmp_path):
+    p = tmp_path / "m.yaml"
+    p.write_text("mtcio_workflow: 1\nstages:\n  - name: a\n    tasks: 3\n")
+    with pytest.raises(wm.ModelError, match=r"stages\[0\].hosts: required field missing"):
+        wm.load(str(p))
+    p.write_text("mtcio_workflow: 1\nstages:\n  - {name: a, tasks: 3, hosts: 2}\n")
+    wf = wm.load(str(p))                               # minimal model: defaults for the rest
+    assert wf.stages[0].read.bytes_per_task.mean == 0 and wf.stages[0].rounds == 2
+    p.write_text(": : :")
+    with pytest.raises(wm.ModelError, match="not valid YAML"):
+        wm.load(str(p))
+
+
+def test_model_unknown_run(wf_yaml, tmp_path, capsys):
+    _, db = wf_yaml
+    rc, err = run_model(["--db", str(db), "--run", "nope", "-o", str(tmp_path / "o.yaml")], capsys)
+    assert rc == 2 and "no run named 'nope'" in err
