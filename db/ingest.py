@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mtcio.db import fastlog
 from mtcio.db import logformat as lf
 from mtcio.db import store
 
@@ -154,10 +155,10 @@ class _RunWriter:
             self.hosts[name] = hid
         return hid
 
-    def add(self, path: str, log: lf.MtcLog) -> None:
-        p = log.process
+    def add(self, path: str, rec: "LogRows") -> None:
+        p = rec.proc
         host = p.get("host") or os.path.basename(path).split(".")[0]
-        hid = self.host_id(host)
+        hid = self.hosts.get(host) or self.host_id(host)
         key = (hid, p["pid"], p["start_ns"])
         if key in self.seen:
             self.skipped += 1
@@ -166,32 +167,29 @@ class _RunWriter:
         pid = self.next_pid
         self.next_pid += 1
         mounts = p.get("gfarm_mounts") or []
-        err = str(log.error) if log.error is not None else None
         self.procs.append((
             pid, self.run_id, hid, p["pid"], p["ppid"], p["uid"], p["origin"], p["start_ns"], p["end_ns"],
             p["exit_status"], p["ended_by"], p["signal"], p["parent_start_ns"], p.get("exe"),
             json.dumps(p.get("argv", [])), p.get("cwd"), p.get("task"), p.get("stage"), p.get("run"),
             json.dumps(mounts), p["ops_traced"], p["ops_dropped"], p["files_dropped"], p["munmaps"],
-            int(p["trace_ops"]), p.get("shim_version"), os.path.abspath(path), int(log.complete), err))
+            int(p["trace_ops"]), p.get("shim_version"), path, int(rec.complete), rec.error))
         files = self.files
-        for f in log.files:
-            fpath = f["path"]
+        fas = self.fas
+        for fid, flags, fpath, vals in rec.files:
             file_id = files.get(fpath)
             if file_id is None:
                 file_id = files[fpath] = self.next_fid
                 self.next_fid += 1
                 self.new_files.append((file_id, self.run_id, fpath, gfarm_path_of(fpath, mounts) if
                                        (mounts or fpath.startswith("gfarm:")) else None))
-            self.fas.append((pid, f["id"], file_id, _flag_int(f["flags"]),
-                             *[f[c] for c in lf.COUNTERS], *f["hist_read"], *f["hist_write"]))
-        if len(log.ops):
-            ops = log.ops
-            step = 1 << 20
-            for chunk, i in enumerate(range(0, len(ops), step)):
-                part = np.ascontiguousarray(ops[i:i + step], dtype=lf.OP_DTYPE)
-                self.ops.append((pid, chunk, len(part), int(part["start_ns"].min()),
-                                 int((part["start_ns"] + part["dur_ns"]).max()), part.tobytes()))
-                self.n_ops += len(part)
+            fas.append((pid, fid, file_id, flags, *vals))
+        for chunk, (count, data) in enumerate(rec.ops):
+            if not count:
+                continue
+            a = np.frombuffer(data, dtype=lf.OP_DTYPE)
+            self.ops.append((pid, chunk, count, int(a["start_ns"].min()), int((a["start_ns"] + a["dur_ns"]).max()),
+                             data))
+            self.n_ops += count
         self.added += 1
         if len(self.procs) >= BATCH:
             self.flush()
@@ -472,7 +470,7 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
         gfwhere_cmd = default_gfwhere_cmd()
     elif isinstance(gfwhere_cmd, str):
         gfwhere_cmd = shlex.split(gfwhere_cmd)
-    paths = find_logs(logdir)
+    paths = find_logs(os.path.abspath(logdir))
     if not paths:
         raise IngestError(f"{logdir}: no mtcprof logs (*.mtclog) found; was the run traced with MTCPROF_DIR={logdir}?")
     res = IngestResult()
@@ -505,7 +503,7 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
                     if log is None:
                         bar.update()
                         continue
-                    name = run or log.process.get("run") or default_run
+                    name = run or log.proc.get("run") or default_run
                     if cur_run is None:
                         cur_run = name
                     if name != cur_run:
@@ -546,22 +544,49 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
     return res
 
 
+class LogRows:
+    """One log, reduced to what ingest stores: process dict, files as (fid, flags, path, 49 values), op chunks as
+    (count, packed little-endian bytes), complete flag, error text."""
+    __slots__ = ("proc", "files", "ops", "complete", "error")
+
+    def __init__(self, proc, files, ops, complete, error):
+        self.proc, self.files, self.ops, self.complete, self.error = proc, files, ops, complete, error
+
+
+def read_rows(path: str) -> tuple["LogRows | None", "lf.LogError | None"]:
+    """Fast path (db/fastlog.py) for complete logs, the reference reader (valid prefix + error) otherwise."""
+    with open(path, "rb", buffering=0) as fh:
+        buf = fh.read()
+    pr = fastlog.parse(buf)
+    if pr is not None:
+        return LogRows(fastlog.proc_dict(pr), pr.files, pr.ops, True, None), None
+    log = lf.parse(buf, path) if buf else lf.MtcLog(path=path, error=lf.LogError("empty file", 0, path))
+    if log.error is None and not log.complete:
+        log.error = lf.LogError("incomplete log", len(buf), path)
+    if not log.process or "pid" not in log.process or "start_ns" not in log.process:
+        return None, log.error
+    files = [(f["id"], _flag_int(f["flags"]), f["path"],
+              [f[c] for c in lf.COUNTERS] + list(f["hist_read"]) + list(f["hist_write"])) for f in log.files]
+    ops = [(len(log.ops), np.ascontiguousarray(log.ops, dtype=lf.OP_DTYPE).tobytes())] if len(log.ops) else []
+    err = str(log.error) if log.error is not None else None
+    return LogRows(log.process, files, ops, log.complete, err), log.error
+
+
 def _read(path: str, warn, res: IngestResult):
     try:
-        log = lf.read_log(path)
-    except (OSError, ValueError) as e:
+        rows, err = read_rows(path)
+    except OSError as e:
         res.bad_logs += 1
-        warn(f"{path}: cannot read ({e}); skipped", path, 0)
+        warn(f"{path}: cannot read ({e.strerror or e}); skipped", path, 0)
         return None
-    if log.error is not None:
+    if err is not None:
         res.bad_logs += 1
-        if not log.process or "pid" not in log.process or "start_ns" not in log.process:
-            warn(f"{path}: {log.error.reason} at byte offset {log.error.offset}; no process record, skipped",
-                 path, log.error.offset)
-            return None
-        warn(f"{path}: {log.error.reason} at byte offset {log.error.offset}; its valid records before it were kept",
-             path, log.error.offset)
-    return log
+        if rows is None:
+            warn(f"{path}: {err.reason} at byte offset {err.offset}; no process record, skipped", path, err.offset)
+        else:
+            warn(f"{path}: {err.reason} at byte offset {err.offset}; its valid records before it were kept",
+                 path, err.offset)
+    return rows
 
 
 # ---- CLI -----------------------------------------------------------------------------------------------------------
