@@ -20,6 +20,8 @@ _MTCPROF_SUBCOMMANDS = {
     "dump": ("mtcio.db.dump", "print shim logs as JSON lines"),
     "ingest": ("mtcio.db.ingest", "load a run's shim logs into the SQLite store (tasks, files, locality)"),
     "model": ("mtcio.db.model", "write the per-stage workflow model (YAML) the predictor reads"),
+    "report": ("mtcio.db.report", "write a self-contained HTML report of a run (stages, locality, files, timeline)"),
+    "export": ("mtcio.db.export_chrome", "export a run as Chrome-trace JSON for Perfetto / chrome://tracing"),
 }
 
 

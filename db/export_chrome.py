@@ -1,0 +1,182 @@
+"""`mtcprof export --db DB --run R --format chrome -o trace.json`: a run as Chrome-trace JSON (Perfetto, chrome://tracing).
+
+Trace Event Format, JSON object form ({"traceEvents": [...]}):
+  * one process per host (pid 1, 2, ... in host-name order; "M" process_name / process_sort_index events name them),
+  * one thread (track) per task (tid = the task's id in the store; "M" thread_name "<task> [<stage>]"),
+  * one "X" complete event per task on its track (name = stage, so a viewer colours tasks by stage; args: task,
+    command, exit status, bytes, time in I/O ...),
+  * when the run was traced with MTCPROF_TRACE=ops, one "X" event per I/O operation, nested in its task's slice.
+    Complete events on one track must nest perfectly, so an op that partly overlaps another one on the track (a
+    pipeline's processes or a program's threads doing I/O at the same time) goes to an extra track of the same
+    task ("<task> [<stage>] #2" ...).  Processes that belong to no task get a track of their own.
+ts and dur are microseconds (fractions keep the nanoseconds) since the run's first task start; the absolute
+CLOCK_REALTIME start is in otherData.t0_realtime_ns.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+from mtcio.db import store as _store
+
+PROG = "mtcprof export"
+
+
+class ExportError(Exception):
+    pass
+
+
+def _us(ns: int) -> float | int:
+    """ns -> µs, exact to the ns (3 decimals); an int when whole (shorter JSON)."""
+    ns = int(ns)
+    return ns // 1000 if ns % 1000 == 0 else ns / 1000
+
+
+def _clean(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        return None if np.isnan(v) else float(v)
+    return v
+
+
+def chrome_trace(s, run, with_ops: bool = True) -> dict:
+    """The Chrome-trace object for `run` of the open api.Store `s`."""
+    runs = s.runs()
+    row = runs[runs["name"] == run] if not isinstance(run, int) else runs[runs["id"] == run]
+    if not len(row):
+        raise ExportError(f"no run named {run!r} in {s.path} (runs: {', '.join(runs['name']) or 'none'})")
+    row = row.iloc[0]
+    if row["kind"] != "trace":
+        traces = ", ".join(runs.loc[runs["kind"] == "trace", "name"]) or "none"
+        raise ExportError(f"run {row['name']!r} is a {row['kind']} run, not a traced run (traced runs: {traces})")
+    rid = int(row["id"])
+    tasks = s.tasks(rid)
+    ops = s.ops(rid) if with_ops else None
+    meta, events = [], []
+    other = {"run": row["name"], "generator": "mtcprof export", "tasks": len(tasks)}
+    if not len(tasks):
+        other["note"] = "this run has no tasks"
+        return {"traceEvents": [], "displayTimeUnit": "ms", "otherData": other}
+    t0 = int(tasks["start_ns"].min())
+    if ops is not None and len(ops):
+        t0 = min(t0, int(ops["start_ns"].min()))
+    other["t0_realtime_ns"] = t0
+
+    hosts = sorted(set(tasks["host"].fillna("?")) | (set(ops["host"].astype(str)) if ops is not None else set()))
+    pid_of = {h: i + 1 for i, h in enumerate(hosts)}
+    for h, pid in pid_of.items():
+        meta.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": h}})
+        meta.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+
+    tracks: dict = {}        # task id -> list of lanes; lane = (tid, stack of open end times)
+    names: dict = {}
+    next_tid = [int(tasks["id"].max()) + 1]
+    order = [0]
+
+    def new_track(pid, name, tid=None):
+        if tid is None:
+            tid = next_tid[0]
+            next_tid[0] += 1
+        order[0] += 1
+        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+        meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                     "args": {"sort_index": order[0]}})
+        return tid
+
+    task_pid, task_end = {}, {}
+    for t in tasks.itertuples():
+        host = t.host if isinstance(t.host, str) else "?"
+        pid = pid_of[host]
+        label = f"{t.name} [{t.stage}]" if isinstance(t.stage, str) else str(t.name)
+        names[t.id] = label
+        tid = new_track(pid, label, tid=int(t.id))
+        start, end = int(t.start_ns), int(t.end_ns)
+        dur = max(end - start, 0)
+        task_pid[t.id], task_end[t.id] = pid, start + dur
+        tracks[t.id] = [(tid, [start + dur])]
+        args = {"task": t.name, "stage": t.stage, "host": host, "attempt": t.attempt, "command": t.command,
+                "exit_status": t.exit_status, "processes": t.n_processes, "bytes_read": t.bytes_read,
+                "bytes_written": t.bytes_written, "files_read": t.files_read, "files_written": t.files_written,
+                "time_in_io_s": t.t_io_s, "alpha": t.alpha}
+        events.append((start, -dur, pid, tid, {
+            "ph": "X", "cat": "task", "name": t.stage if isinstance(t.stage, str) else str(t.name),
+            "pid": pid, "tid": tid, "ts": _us(start - t0), "dur": _us(dur),
+            "args": {k: _clean(v) for k, v in args.items() if v is not None}}))
+
+    if ops is not None and len(ops):
+        other["ops"] = len(ops)
+        loose: dict = {}   # (host, pid) -> lanes for processes without a task
+        ops = ops.sort_values(["start_ns", "dur_ns"], ascending=[True, False], kind="stable")
+        for o in ops.itertuples(index=False):
+            start, dur = int(o.start_ns), int(o.dur_ns)
+            end = start + dur
+            host = str(o.host)
+            if o.task_id in tracks:
+                lanes, pid, base = tracks[o.task_id], task_pid[o.task_id], names[o.task_id]
+            else:
+                pid = pid_of[host]
+                key = (host, int(o.pid))
+                if key not in loose:
+                    loose[key] = [(new_track(pid, f"pid {o.pid} (no task)"), [])]
+                lanes, base = loose[key], f"pid {o.pid} (no task)"
+            tid = None
+            for ltid, stack in lanes:
+                while stack and stack[-1] <= start:
+                    stack.pop()
+                if not stack or stack[-1] >= end:
+                    stack.append(end)
+                    tid = ltid
+                    break
+            if tid is None:
+                tid = new_track(pid, f"{base} #{len(lanes) + 1}")
+                lanes.append((tid, [end]))
+            args = {"path": o.path, "pid": int(o.pid), "tid": int(o.tid), "err": int(o.err)}
+            if int(o.offset) >= 0:
+                args["offset"] = int(o.offset)
+            if int(o.length) or o.op in ("read", "write"):
+                args["length"] = int(o.length)
+            events.append((start, -dur, pid, tid, {
+                "ph": "X", "cat": "io", "name": str(o.op), "pid": pid, "tid": tid, "ts": _us(start - t0),
+                "dur": _us(dur), "args": {k: v for k, v in args.items() if v is not None and v == v}}))
+    else:
+        other["ops"] = 0
+    events.sort(key=lambda e: (e[0], e[1], e[2], e[3]))
+    return {"traceEvents": meta + [e[4] for e in events], "displayTimeUnit": "ms", "otherData": other}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", required=True, help="SQLite store written by mtcprof ingest")
+    p.add_argument("--run", required=True, help="run name")
+    p.add_argument("--format", default="chrome", choices=["chrome"],
+                   help="chrome: Trace Event Format JSON (opens in ui.perfetto.dev and chrome://tracing)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="output file ('-' for stdout)")
+    p.add_argument("--no-ops", action="store_true", help="tasks only, even when the op trace exists")
+
+
+def main(args: argparse.Namespace) -> int:
+    from mtcio.db.api import Store
+    if not os.path.exists(args.db):
+        print(f"{PROG}: {args.db}: no such database", file=sys.stderr)
+        return 1
+    try:
+        with Store(args.db) as s:
+            trace = chrome_trace(s, args.run, with_ops=not args.no_ops)
+        if args.output == "-":
+            json.dump(trace, sys.stdout, separators=(",", ":"))
+            sys.stdout.write("\n")
+        else:
+            tmp = args.output + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(trace, f, separators=(",", ":"))
+            os.replace(tmp, args.output)
+    except (ExportError, _store.StoreError, OSError) as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 1
+    o = trace["otherData"]
+    print(f"{PROG}: run {o['run']}: {o['tasks']} tasks, {o.get('ops', 0)} ops -> {args.output}", file=sys.stderr)
+    return 0
