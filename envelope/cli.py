@@ -99,8 +99,11 @@ def parser() -> argparse.ArgumentParser:
                    "it is killed and the point recorded failed (default 60)")
     m.add_argument("--start-delay", type=float, help="seconds between dispatch and the common "
                    "start instant (default 0.15 posix, 0.4 gfarm; grows if a host is late)")
-    m.add_argument("--drop-caches", choices=["auto", "off"], default="auto",
-                   help="drop the page cache before every read run where permitted (default)")
+    m.add_argument("--drop-caches", choices=["auto", "evict", "drop", "off"], default="auto",
+                   help="before every read run: evict = write back and evict every gfsd spool "
+                   "file from the page cache (testbed: one kernel, root); drop = sync + "
+                   "echo 3 > /proc/sys/vm/drop_caches on every host (needs root/sudo -n); "
+                   "auto (default) = evict on a testbed, else drop; off")
     m.add_argument("--fsync", action="store_true", help="fsync before close on writes")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
 

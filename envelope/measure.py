@@ -10,9 +10,12 @@ For each host count h, file size S, processes per host P and repeat r (DESIGN.md
   them; the replica on the reader's host, checked above);
 * T1R/B1R: host j reads the files host (j+1) mod h wrote (replica elsewhere, checked above);
 * TN/BN: every process reads one shared file written once per size by the first host;
-* before each read run the kernel page cache is dropped (sync; echo 3 > drop_caches) where
-  permitted: on the testbed all hosts share one kernel, so that also drops gfsd's spool pages
-  and the FUSE pages of every gfarm2fs mount. What was done is in every point's config.
+* before each read run no cache may serve the inputs: on the testbed (one kernel, root) every
+  gfsd spool file is written back (sync) and evicted (POSIX_FADV_DONTNEED) -- a global
+  drop_caches would also evict the daemons' and the engine's code and make every run start
+  late; elsewhere ``sync; echo 3 > /proc/sys/vm/drop_caches`` on every host where permitted.
+  gfarm2fs keeps no client page cache (checked once per sweep with fincore). What was done is
+  in every read point's config under "cache".
 
 Rates: ops/s = ok ops / (last end - first start) over all processes of all hosts; bytes/s the
 same with bytes. Each engine run is one repeat; a failed run is stored as failed points with
@@ -133,7 +136,7 @@ class Sweep:
     creates_per_proc: int = 16
     timeout: float = 60.0                         # per engine run
     start_delay: float | None = None              # None: backend default
-    drop_caches: str = "auto"                     # auto | off
+    drop_caches: str = "auto"                     # auto | evict | drop | off
     workdir: str = "/mtcenvelope"
     keep_files: bool = False
     fsync: bool = False
@@ -304,7 +307,11 @@ class Measurer:
         self.shared: dict[tuple, dict] = {}     # (size, h) -> shared file state
         self.n_points = 0
         self.n_failed = 0
-        self.cache_note = ""
+        self.client_cache: str | None = None
+        self.base_delay = self.delay
+        self.last_delay = self.delay
+        self.step_t0 = time.monotonic()
+        self.on_time = 0
 
     # ------------------------------------------------------------ helpers
     def helper(self, argv: Sequence[str] | str, timeout: float = 60.0) -> Result:
@@ -339,29 +346,92 @@ class Measurer:
                             f"gfwhere exit {r.rc}")
         return out, "; ".join(errs)
 
-    def drop(self) -> str:
-        if self.sw.drop_caches == "off":
-            return "off (--drop-caches off): reads may come from the page cache"
-        if self.t.same_kernel:
+    def spools(self) -> list[str]:
+        st = self.t.testbed or {}
+        base = st.get("state_dir")
+        return [os.path.join(base, "hosts", h["name"], "spool") for h in st.get("hosts", [])] \
+            if base else []
+
+    def drop(self) -> dict[str, Any]:
+        """Keep reads from being served by a cache; returns what was done (for the config)."""
+        t0 = time.monotonic()
+        note = self._drop()
+        note["seconds"] = round(time.monotonic() - t0, 3)
+        return note
+
+    def _drop(self) -> dict[str, Any]:
+        mode = self.sw.drop_caches
+        if mode == "auto":
+            mode = "evict" if self.t.same_kernel and self.spools() else "drop"
+        note: dict[str, Any] = {"mode": mode, "inputs": "written by other processes",
+                                "client": self.client_cache}
+        if mode == "off":
+            note["done"] = "nothing (--drop-caches off): reads may come from the page cache"
+        elif mode == "evict":
+            os.sync()         # one bulk write-back: dirty pages cannot be evicted
+            n = 0
+            errs = set()
+            for sp in self.spools():
+                for d, _, fs in os.walk(sp):
+                    for f in fs:
+                        try:
+                            fd = os.open(os.path.join(d, f), os.O_RDONLY)
+                            try:
+                                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                                n += 1
+                            finally:
+                                os.close(fd)
+                        except OSError as e:
+                            errs.add(e.strerror)
+            note["done"] = (f"sync, then every gfsd spool file ({n}) evicted from the page "
+                            "cache (POSIX_FADV_DONTNEED) before the run"
+                            + (f"; errors: {', '.join(sorted(errs))}" if errs else ""))
+        elif self.t.same_kernel:
             try:
                 os.sync()
                 with open("/proc/sys/vm/drop_caches", "w") as f:
                     f.write("3\n")
-                return ("sync + echo 3 > /proc/sys/vm/drop_caches before the run (one kernel "
-                        "for all hosts: client FUSE pages and gfsd spool pages dropped)")
+                note["done"] = "sync + echo 3 > /proc/sys/vm/drop_caches (one kernel, all hosts)"
             except OSError as e:
-                return f"not permitted ({e.strerror}): page cache kept"
-        res = run_many([(a, "sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || "
-                            "sudo -n sh -c 'echo 3 > /proc/sys/vm/drop_caches'")
-                        for a in self.agents.values()], timeout=60)
-        bad = [r.host for r in res if r.rc != 0]
-        return ("sync + drop_caches on every host before the run" if not bad else
-                f"drop_caches not permitted on {', '.join(bad)}: their page cache kept")
+                note["done"] = f"drop_caches not permitted ({e.strerror}): page cache kept"
+        else:
+            res = run_many([(a, "sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || "
+                                "sudo -n sh -c 'echo 3 > /proc/sys/vm/drop_caches'")
+                            for a in self.agents.values()], timeout=60)
+            bad = [r.host for r in res if r.rc != 0]
+            note["done"] = ("sync + drop_caches on every host" if not bad else
+                            f"drop_caches not permitted on {', '.join(bad)}: their page cache kept")
+        return note
 
-    def run_engines(self, hosts: Sequence[str], argv_of: Callable[[int, str, int], list[str]]
-                    ) -> tuple[list[eng.EngineRun], str | None]:
+    def check_client_cache(self, mount_path: str) -> None:
+        """Once: does the gfarm2fs mount keep file pages after a read? (fincore)"""
+        if self.client_cache is not None:
+            return
+        if self.t.backend == "gfarm":
+            self.client_cache = "libgfarm backend: no kernel page cache on the client side"
+            return
+        if not self.t.same_kernel:
+            self.client_cache = "not checked (remote hosts)"
+            return
+        try:
+            cp = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw",
+                                 "--output", "RES", mount_path], capture_output=True, text=True,
+                                timeout=10)
+            res = int(cp.stdout.split()[0])
+            self.client_cache = (f"fincore after a read through the mount: {res} bytes resident"
+                                 + (" (gfarm2fs keeps no page cache for it)" if res == 0 else
+                                    " (FUSE page cache used; evicted only by --drop-caches drop)"))
+        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as e:
+            self.client_cache = f"not checked ({e})"
+
+    def run_engines(self, hosts: Sequence[str], argv_of: Callable[[int, str, int], list[str]],
+                    nprocs: int = 1) -> tuple[list[eng.EngineRun], str | None]:
         """Run one engine per host, started together; (runs, error of the whole run)."""
-        start = eng.start_time(self.delay)
+        # headroom for every host to fork and initialise its workers: grows with the process
+        # count (2 cores here) and with lateness seen so far
+        delay = max(self.delay, self.base_delay + 0.004 * nprocs)
+        self.last_delay = delay
+        start = eng.start_time(delay)
         jobs = [(self.agents[h], argv_of(j, h, start)) for j, h in enumerate(hosts)]
         try:
             res = run_many(jobs, timeout=self.delay + self.sw.timeout + 15)
@@ -381,8 +451,17 @@ class Measurer:
             run.host, run.returncode, run.stderr = r.host, r.rc, r.stderr
             runs.append(run)
         late = max((int(x.summary.get("late_ns", 0)) for x in runs), default=0)
-        if late > 0 and self.delay < 3:      # some host started after the common instant
-            self.delay = min(3.0, self.delay * 1.5 + 0.05)
+        # a host passed the common instant well before it was ready: more headroom (small
+        # lateness is wake-up latency on a loaded machine, which more headroom does not cure;
+        # every point's config keeps late_start_ns)
+        if late > 50_000_000:
+            self.delay = min(1.5, max(self.delay, (delay + late / 1e9) * 1.25))
+            self.on_time = 0
+        else:
+            self.on_time += 1
+            if self.on_time >= 10 and self.delay > self.base_delay:
+                self.delay = max(self.base_delay, self.delay * 0.8)
+                self.on_time = 0
         return runs, ("; ".join(errs) if errs else None)
 
     def argv(self, op: str, path: str, ppn: int, k: int, size: int | None, start: int,
@@ -395,8 +474,7 @@ class Measurer:
 
     def base_config(self, **kw) -> dict[str, Any]:
         cfg = {"backend": self.t.backend, "launcher": self.t.launcher_doc,
-               "timeout_s": self.sw.timeout, "start_delay_s": round(self.delay, 3),
-               "workdir": self.root}
+               "timeout_s": self.sw.timeout, "workdir": self.root}
         cfg.update(kw)
         return cfg
 
@@ -404,6 +482,8 @@ class Measurer:
              size: int, extra_fail: str | None = None) -> list[Point]:
         """Points of one measurement (a failure of the whole run or of placement included)."""
         rep = step.rep + self.repeat_base
+        cfg = {**cfg, "start_delay_s": round(self.last_delay, 3),
+               "step_s": round(time.monotonic() - self.step_t0, 3)}
         if err and not runs:
             pts = _failed(metric, size, step.ppn, step.h, rep, err, cfg)
         else:
@@ -447,7 +527,7 @@ class Measurer:
         hosts = self.t.hosts[:st.h]
         runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
             "create", f"{self.t.prefix(h)}{d}/c{{rank}}_{{i}}", st.ppn, k, None, start,
-            j * st.ppn))
+            j * st.ppn), st.ppn * st.h)
         cfg = self.base_config(ops_per_proc=k, op="create+close of an empty file",
                                directory="one directory shared by all processes")
         return self.emit(st, "Tm", runs, err, cfg, 0)
@@ -475,7 +555,7 @@ class Measurer:
         hosts = self.t.hosts[:st.h]
         runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
             "write", f"{self.t.prefix(h)}{self.wdir(st.size, st.ppn, st.h, st.rep, h)}"
-                     f"/f{{lrank}}_{{i}}", st.ppn, k, st.size, start, j * st.ppn))
+                     f"/f{{lrank}}_{{i}}", st.ppn, k, st.size, start, j * st.ppn), st.ppn * st.h)
         expected = {h: self.files(st.size, st.ppn, st.h, st.rep, h, k) for h in hosts}
         reps, werr = self.where([p for ps in expected.values() for p in ps])
         wrong = [(p, reps.get(p)) for h, ps in expected.items() for p in ps
@@ -521,7 +601,8 @@ class Measurer:
             cfg["cache"] = self.drop()
             runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
                 "read", f"{self.t.prefix(h)}{state['path']}", st.ppn, k, st.size, start,
-                j * st.ppn))
+                j * st.ppn), st.ppn * st.h)
+            self.check_client_cache(f"{self.t.prefix(hosts[-1])}{state['path']}")
             return self.emit(st, metric, runs, err, cfg, st.size)
         state = self.written.get((st.size, st.ppn, st.h, st.rep))
         if not state or not state["ok"]:
@@ -549,7 +630,7 @@ class Measurer:
         cfg["cache"] = self.drop()
         runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
             "read", f"{self.t.prefix(h)}{self.wdir(st.size, st.ppn, st.h, st.rep, src[h])}"
-                    f"/f{{lrank}}_{{i}}", st.ppn, k, st.size, start, j * st.ppn))
+                    f"/f{{lrank}}_{{i}}", st.ppn, k, st.size, start, j * st.ppn), st.ppn * st.h)
         return self.emit(st, metric, runs, err, cfg, st.size)
 
     def step_cleanup(self, st: Step) -> None:
@@ -562,6 +643,7 @@ class Measurer:
         self.setup(steps)
         for st in steps:
             before = self.n_failed
+            self.step_t0 = time.monotonic()
             if st.kind == "create":
                 self.step_create(st)
             elif st.kind == "setup-shared":
