@@ -44,6 +44,19 @@ def _clean(v):
     return v
 
 
+def place(lanes: list, start: int, end: int) -> int:
+    """Index of the first lane where [start, end] nests perfectly (inside or after each open slice), and open it
+    there; len(lanes) when none fits (the caller adds a lane).  Intervals must come in (start, -duration) order.
+    lanes: [(tid, stack of the end times of the slices still open on that track)]."""
+    for i, (_, stack) in enumerate(lanes):
+        while stack and stack[-1] <= start:
+            stack.pop()
+        if not stack or stack[-1] >= end:
+            stack.append(end)
+            return i
+    return len(lanes)
+
+
 def chrome_trace(s, run, with_ops: bool = True) -> dict:
     """The Chrome-trace object for `run` of the open api.Store `s`."""
     runs = s.runs()
@@ -124,17 +137,10 @@ def chrome_trace(s, run, with_ops: bool = True) -> dict:
                 if key not in loose:
                     loose[key] = [(new_track(pid, f"pid {o.pid} (no task)"), [])]
                 lanes, base = loose[key], f"pid {o.pid} (no task)"
-            tid = None
-            for ltid, stack in lanes:
-                while stack and stack[-1] <= start:
-                    stack.pop()
-                if not stack or stack[-1] >= end:
-                    stack.append(end)
-                    tid = ltid
-                    break
-            if tid is None:
-                tid = new_track(pid, f"{base} #{len(lanes) + 1}")
-                lanes.append((tid, [end]))
+            i = place(lanes, start, end)
+            if i == len(lanes):
+                lanes.append((new_track(pid, f"{base} #{len(lanes) + 1}"), [end]))
+            tid = lanes[i][0]
             args = {"path": o.path, "pid": int(o.pid), "tid": int(o.tid), "err": int(o.err)}
             if int(o.offset) >= 0:
                 args["offset"] = int(o.offset)

@@ -21,6 +21,7 @@ from mtcio.preload.testing import env_for, log_paths, prog, read_log
 MTCPROF = [sys.executable, "-c", "import sys; from mtcio.cli import mtcprof; sys.exit(mtcprof())"]
 RUN = "demo"
 HDR = 500
+THREAD_OPS = 2000
 IN_SIZES = [3000 + 150_000 * i for i in range(4)]
 
 
@@ -54,9 +55,9 @@ def traced_run(tmp_path_factory):
     # stage 2: d_i reads hdr, p_i, p_{i+1}, writes d_i
     _wait([_start(logs, f"d{i}", "mDiff", hosts[i % 2], f"cat {d}/hdr {d}/p{i} {d}/p{i + 1} > {d}/d{i}; sleep 0.05")
            for i in range(3)])
-    # stage 3: 8 threads x 300 ops at once, op-traced
+    # stage 3: 8 threads x THREAD_OPS ops at once, op-traced
     (d / "thr").mkdir()
-    _wait([_start(logs, "add", "mAdd", "nodeA", f"{prog('threads')} {d}/thr 300", MTCPROF_TRACE="ops")])
+    _wait([_start(logs, "add", "mAdd", "nodeA", f"{prog('threads')} {d}/thr {THREAD_OPS}", MTCPROF_TRACE="ops")])
     db = base / "x.db"
     ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=lambda *a, **k: None)
     # an empty trace run and an envelope run in the same db, for the error paths
@@ -99,8 +100,9 @@ def test_report_stage_table_exact_numbers(traced_run, page):
     exp = {"mProjectPP": {"tasks": 4, "hosts": 2, "read": 4 * HDR + sum(IN_SIZES), "written": sum(IN_SIZES)},
            "mDiff": {"tasks": 3, "hosts": 2, "read": 3 * HDR + sum(IN_SIZES[i] + IN_SIZES[i + 1] for i in range(3)),
                      "written": sum(HDR + IN_SIZES[i] + IN_SIZES[i + 1] for i in range(3))},
-           # threads: 4 x 300 pread(8 B); 4096 B initial write + 4 x 300 write(16 B) + 4 x 75 fwrite(8 B)
-           "mAdd": {"tasks": 1, "hosts": 1, "read": 4 * 300 * 8, "written": 4096 + 4 * 300 * 16 + 4 * 75 * 8}}
+           # threads: 4 x N pread(8 B); 4096 B initial write + 4 x N write(16 B) + 4 x N/4 fwrite(8 B)
+           "mAdd": {"tasks": 1, "hosts": 1, "read": 4 * THREAD_OPS * 8,
+                    "written": 4096 + 4 * THREAD_OPS * 16 + THREAD_OPS * 8}}
     rows = _stage_rows(html)
     assert list(rows) == ["mProjectPP", "mDiff", "mAdd"]          # in start order
     for stage, e in exp.items():
@@ -225,10 +227,10 @@ def test_export_events(traced_run, trace):
     p0 = next(e for e in tasks if e["args"]["task"] == "p0")
     p0_ops = [e for e in ops if tnames[(e["pid"], e["tid"])].startswith("p0 [mProjectPP]")]
     add_ops = [e for e in ops if tnames[(e["pid"], e["tid"])].startswith("add [mAdd]")]
-    assert len(p0_ops) + len(add_ops) == len(ops) and p0_ops and len(add_ops) > 8 * 300
+    assert len(p0_ops) + len(add_ops) == len(ops) and p0_ops and len(add_ops) > 8 * THREAD_OPS
     assert {e["pid"] for e in p0_ops} == {p0["pid"]} and {pnames[e["pid"]] for e in add_ops} == {"nodeA"}
     assert {"open", "read", "write", "close"} <= {e["name"] for e in p0_ops}
-    assert sum(e["name"] == "read" and e["args"]["path"].endswith("/shared") for e in add_ops) == 4 * 300
+    assert sum(e["name"] == "read" and e["args"]["path"].endswith("/shared") for e in add_ops) == 4 * THREAD_OPS
     reads = [e for e in ops if e["name"] == "read" and e["args"]["path"].endswith("/in0")]
     assert sum(e["args"]["length"] for e in reads) == IN_SIZES[0]
 
@@ -282,3 +284,20 @@ def test_export_no_ops_and_errors(traced_run, tmp_path):
     r = cli("export", "--db", db, "--run", "empty", "-o", str(tmp_path / "e.json"))
     assert r.returncode == 0
     assert json.loads((tmp_path / "e.json").read_text())["traceEvents"] == []
+
+
+def test_place_lanes():
+    """Track placement: nested and disjoint intervals share a lane, a partial overlap goes to the next lane."""
+    from mtcio.db.export_chrome import place
+    lanes = [(1, [100])]                    # a task slice [0, 100] open on lane 0
+    assert place(lanes, 10, 50) == 0        # inside the task
+    assert place(lanes, 20, 30) == 0        # inside [10, 50]
+    assert place(lanes, 40, 60) == 1        # [20, 30] is over; starts in [10, 50] and ends after it: no lane fits
+    lanes.append((2, [60]))
+    assert place(lanes, 50, 55) == 0        # [10, 50] is over: nests in the task again
+    assert place(lanes, 55, 55) == 0        # zero-length, right after [50, 55]
+    assert place(lanes, 58, 70) == 0        # after [55, 55], inside the task
+    assert place(lanes, 59, 120) == 2       # partial with [58, 70] on lane 0 and with [40, 60] on lane 1
+    lanes.append((3, [120]))
+    assert place(lanes, 100, 130) == 0      # the task slice ended at 100: top level of lane 0 again
+    assert [st for _, st in lanes] == [[130], [60], [120]]
