@@ -102,6 +102,7 @@ def load(path_or_db: str | os.PathLike, name: str | None = None) -> pd.DataFrame
         text = f.read()
     if text.lstrip().startswith(("run,", "metric,")):
         df = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values={"value": [""]},
+                         float_precision="round_trip",
                          dtype={"error": str, "tool_version": str})
         missing = [c for c in CSV_COLUMNS if c not in df.columns and c not in ("run", "nprocs")]
         if missing:
@@ -166,25 +167,26 @@ def export(db: str, name: str | None, fmt: str) -> str:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(CSV_COLUMNS)
-        for _, p in df.iterrows():
-            w.writerow([p.run, p.metric, p.file_size, p.procs_per_host, p.hosts, p.nprocs,
-                        p.repeat, "" if not p.ok or math.isnan(p.value) else repr(float(p.value)),
-                        p.unit, int(p.ok), p.error or "", p.tool, p.tool_version or "",
-                        json.dumps(p.config, sort_keys=True)])
+        for p in df.to_dict("records"):
+            w.writerow([p["run"], p["metric"], p["file_size"], p["procs_per_host"], p["hosts"],
+                        p["nprocs"], p["repeat"],
+                        "" if not p["ok"] or math.isnan(p["value"]) else repr(float(p["value"])),
+                        p["unit"], int(p["ok"]), p["error"] or "", p["tool"],
+                        p["tool_version"] or "", json.dumps(p["config"], sort_keys=True)])
         return buf.getvalue()
     if fmt != "yaml":
         raise ValueError(f"unknown format {fmt!r}: yaml or csv")
     import yaml
     from .points import METRICS
     points = []
-    for _, p in df.iterrows():
-        d = {"metric": p.metric, "file_size": int(p.file_size),
-             "procs_per_host": int(p.procs_per_host), "hosts": int(p.hosts),
-             "repeat": int(p.repeat), "value": None if not p.ok or math.isnan(p.value)
-             else float(p.value), "unit": p.unit, "ok": bool(p.ok)}
-        if p.error:
-            d["error"] = p.error
-        d.update({"tool": p.tool, "tool_version": p.tool_version, "config": p.config})
+    for p in df.to_dict("records"):
+        d = {"metric": p["metric"], "file_size": int(p["file_size"]),
+             "procs_per_host": int(p["procs_per_host"]), "hosts": int(p["hosts"]),
+             "repeat": int(p["repeat"]), "value": None if not p["ok"] or math.isnan(p["value"])
+             else float(p["value"]), "unit": p["unit"], "ok": bool(p["ok"])}
+        if p["error"]:
+            d["error"] = p["error"]
+        d.update({"tool": p["tool"], "tool_version": p["tool_version"], "config": p["config"]})
         points.append(d)
     doc = {"format": FORMAT, "version": FORMAT_VERSION, "run": run, "meta": meta,
            "units": {m: u for m, u in METRICS.items()}, "points": points}

@@ -1,0 +1,119 @@
+"""mtcenvelope without a testbed: import, list, show, export (YAML/CSV) and load() round trips,
+plot, and the external-tool path (missing tool: a clear error; a stand-in tool on PATH: points)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtcio import envelope
+from mtcio.envelope.export import load
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures"
+CLI = [sys.executable, "-m", "mtcio.envelope.cli"]
+
+
+def cli(*args, check=True, **kw):
+    cp = subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, **kw)
+    if check:
+        assert cp.returncode == 0, cp.stderr
+    return cp
+
+
+@pytest.fixture
+def imported(tmp_path):
+    db = tmp_path / "e.db"
+    cli("import", FIX / "ior" / "ior-gfarm-fpp-t1m-np2.json",
+        FIX / "mdtest" / "mdtest-gfarm-n200-np4.txt", "--db", db, "--name", "imp", "--metric", "T1L")
+    return db
+
+
+def test_import_list_show(imported):
+    df = load(imported, "imp")
+    assert set(df["metric"]) == {"TL", "BL", "T1L", "B1L"}
+    assert len(df) == 18 and df["ok"].all()
+    # a number checked by hand in the IOR JSON: first write iteration, 128.1388 ops/s
+    tl = df[(df.metric == "TL") & (df.file_size == 1 << 20) & (df.repeat == 0)]
+    assert tl["value"].iloc[0] == pytest.approx(128.1388)
+    out = cli("list", "--db", imported).stdout
+    assert "imp" in out and "18" in out
+    show = cli("show", "--db", imported, "--name", "imp").stdout
+    assert "T1L" in show and "1048576" in show
+
+
+def test_import_malformed_is_a_clear_error_and_stores_nothing(tmp_path, imported):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("garbage\n")
+    cp = cli("import", FIX / "ior" / "ior-gfarm-fpp-t1m-np1.json", bad, "--db", imported,
+             "--name", "other", check=False)
+    assert cp.returncode == 2
+    assert "bad.txt" in cp.stderr and "not the output of a known tool" in cp.stderr
+    assert "Traceback" not in cp.stderr
+    assert "other" not in cli("list", "--db", imported).stdout
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "csv"])
+def test_export_round_trip(imported, tmp_path, fmt):
+    out = tmp_path / f"env.{fmt}"
+    cli("export", "--db", imported, "--name", "imp", "--format", fmt, "-o", out)
+    a, b = load(imported, "imp"), envelope.load(out)
+    assert len(a) == len(b)
+    cols = ["metric", "file_size", "procs_per_host", "hosts", "repeat", "unit", "ok", "tool"]
+    assert a[cols].equals(b[cols])
+    assert (a["value"] == b["value"]).all()          # exact: no precision lost
+    assert list(a["config"]) == list(b["config"])
+    with pytest.raises(LookupError):
+        envelope.load(out, "not-this-run")
+
+
+def test_load_rejects_a_foreign_file(tmp_path):
+    p = tmp_path / "x.yaml"
+    p.write_text("a: 1\n")
+    with pytest.raises(ValueError, match="not an envelope export"):
+        envelope.load(p)
+
+
+def test_plot(imported, tmp_path):
+    d = tmp_path / "fig"
+    cli("plot", "--db", imported, "--name", "imp", "-o", d)
+    pngs = sorted(p.name for p in d.glob("*.png"))
+    assert pngs == ["B1L.png", "BL.png", "T1L.png", "TL.png"]
+    assert all((d / p).stat().st_size > 10_000 for p in pngs)
+    html = (d / "index.html").read_text()
+    assert all(p in html for p in pngs)
+
+
+@pytest.mark.parametrize("tool,exe", [("ior", "ior"), ("mdtest", "mdtest"), ("fio", "fio")])
+def test_missing_tool_is_a_clear_error(tmp_path, tool, exe):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = dict(os.environ, PATH=str(empty))      # fio is installed here: hide every tool
+    cp = cli("measure", "--db", tmp_path / "t.db", "--tool", tool, "--hosts", "h1",
+             "--launcher", "ssh {host}", "--mount", "/gfarm", check=False, env=env)
+    assert cp.returncode == 2
+    assert f"'{exe}' is not on PATH" in cp.stderr and "Traceback" not in cp.stderr
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_tool_path_with_a_stand_in_fio(tmp_path):
+    """A stand-in `fio` (prints recorded fio JSON) runs through the same code path as the real
+    one: per-host commands through the launcher, parsed by the fio driver, stored."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "fio").write_text(
+        "#!/bin/sh\n"
+        "case \"$*\" in --version) echo fio-3.33; exit 0;; esac\n"
+        f"case \"$*\" in *--rw=write*) cat {FIX}/fio/fio-write-1m-nj2.json;; "
+        f"*) cat {FIX}/fio/fio-read-1m-nj2.json;; esac\n")
+    (bindir / "fio").chmod(0o755)
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
+    db = tmp_path / "t.db"
+    cp = cli("measure", "--db", db, "--name", "fio", "--tool", "fio", "--hosts", "a,b",
+             "--launcher", "env", "--mount", str(tmp_path), "--sizes", "1m", "--procs", "2",
+             "--repeat", "1", "--metrics", "TL,BL,T1L,B1L", "--quiet", env=env)
+    df = load(db, "fio")
+    assert set(df["metric"]) == {"TL", "BL", "T1L", "B1L"}, cp.stderr
+    assert df["ok"].all() and (df["value"] > 0).all()
+    assert (df["tool"] == "fio").all() and (df["hosts"] == 2).all()
