@@ -737,8 +737,8 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
     except KeyboardInterrupt:
         interrupted = True
         m.kill()
-        prog.note(f"interrupted: {m.n_points} points kept in run {name!r} of {db}; files left "
-                  f"under {m.root} (gfrm -rf to remove)")
+        print(f"\ninterrupted: {m.n_points} points kept in run {name!r} of {db}; files left "
+                  f"under {m.root} (gfrm -rf to remove)", file=stream or sys.stderr)
     except BaseException:
         m.kill()
         raise

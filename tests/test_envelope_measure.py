@@ -1,0 +1,153 @@
+"""`mtcenvelope measure` on the real testbed: every metric from a small sweep, placement proven
+with gfwhere (by the harness and again here), the network visible at 100 Mbit/s, a gfsd killed
+mid-sweep, Ctrl-C."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import mtcbed
+from mtcio.envelope.export import load
+
+CLI = [sys.executable, "-m", "mtcio.envelope.cli", "measure"]
+pytestmark = pytest.mark.testbed
+
+
+def measure(*args, timeout=240):
+    cp = subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True,
+                        timeout=timeout)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    return cp
+
+
+def npoints(db):
+    if not os.path.exists(db):
+        return 0
+    try:
+        con = sqlite3.connect(db, timeout=5)
+        try:
+            return con.execute("SELECT COUNT(*) FROM envelope_points").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
+    db = tmp_path / "e.db"
+    cp = measure("--db", db, "--name", "small", "--sizes", "1k,1m", "--procs", "1,2",
+                 "--repeat", "1", "--keep-files", "--workdir", "/envtest")
+    assert "100.0%" in cp.stderr                  # the progress bar reached the end
+    df = load(db, "small")
+    assert set(df["metric"]) == {"Tm", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"}
+    assert df["ok"].all(), df.loc[~df["ok"], "error"].tolist()
+    assert (df["value"] > 0).all()
+    for m in ("T1L", "T1R", "TN", "TL"):          # 2 sizes x 2 concurrencies each
+        assert len(df[df.metric == m]) == 4
+    assert (df["hosts"] == 4).all()
+    workdir = df["config"].iloc[0]["workdir"]
+    try:
+        # reads: the harness's own gfwhere check ...
+        for _, p in df[df.metric.isin(["T1L", "T1R"])].iterrows():
+            pl = p.config["placement"]
+            assert pl["check"] == "gfwhere" and pl["as_required"] == pl["files"] > 0
+            assert p.config["cache"]["mode"] == "evict"
+            pairs = pl["reads_from"].items()
+            assert all((r == o) == (p.metric == "T1L") for r, o in pairs)
+        # ... and independently here: each host's files hold one replica, on that host, so a
+        # reader of its own host's directory reads locally and of the next one's remotely
+        one = df[(df.metric == "TL") & (df.file_size == 1024) & (df.procs_per_host == 2)].iloc[0]
+        assert one.config["placement"]["on_writer_host_only"] == one.config["placement"]["files"]
+        for host in testbed.hosts:
+            d = f"{workdir}/s1024/p2h4/r0/{host}"
+            names = testbed.exec(host, ["gfls", d]).stdout.split()
+            assert len(names) == 2 * 16
+            for n in names[:3]:
+                assert testbed.where(f"{d}/{n}") == [host]
+        t1r = df[(df.metric == "T1R") & (df.file_size == 1024) & (df.procs_per_host == 2)].iloc[0]
+        for reader, owner in t1r.config["placement"]["reads_from"].items():
+            assert reader not in testbed.where(f"{workdir}/s1024/p2h4/r0/{owner}/f0_0")
+        shared = df[df.metric == "TN"].iloc[0].config["placement"]
+        assert testbed.where(shared["file"]) == [testbed.hosts[0]]
+    finally:
+        testbed.exec(testbed.hosts[0], ["gfrm", "-rf", "/envtest"], check=False)
+
+
+def test_ctrl_c_keeps_the_points_measured_so_far(testbed, tmp_path):
+    db = str(tmp_path / "c.db")
+    p = subprocess.Popen(CLI + ["--db", db, "--name", "cc", "--sizes", "1k", "--procs", "1,2",
+                                "--repeat", "50", "--quiet"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while npoints(db) < 6 and time.monotonic() - t0 < 60 and p.poll() is None:
+        time.sleep(0.2)
+    assert npoints(db) >= 6
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert "interrupted" in err and "points kept" in err
+    kept = npoints(db)
+    assert kept >= 6
+    df = load(db, "cc")
+    assert df["ok"].all()
+    # no engine of this sweep left behind (its paths name the run: /mtcenvelope/cc-PID-...)
+    time.sleep(0.5)
+    ps = subprocess.run(["pgrep", "-u", "mtcbed", "-f", f"mtcenvelope/cc-{p.pid}-"],
+                        capture_output=True, text=True).stdout
+    assert not ps.strip(), ps
+
+
+def test_gfsd_killed_mid_sweep(testbed, tmp_path):
+    """A dead gfsd: its points fail with the reason (short per-point timeout), the sweep goes
+    on to the end, nothing hangs."""
+    db = str(tmp_path / "k.db")
+    args = ["--db", db, "--name", "kill", "--sizes", "1k", "--procs", "1", "--repeat", "6",
+            "--metrics", "TL,BL,T1L,B1L,T1R,B1R", "--timeout", "4", "--quiet"]
+    p = subprocess.Popen(CLI + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.monotonic()
+        while npoints(db) < 6 and time.monotonic() - t0 < 60 and p.poll() is None:
+            time.sleep(0.1)
+        st = json.loads(mtcbed("status", "--json").stdout)
+        victim = next(h for h in st["hosts"] if h["name"] == testbed.hosts[1])
+        assert victim["gfsd_pid"], st
+        # the gfsd master and the children serving open connections (gfarm2fs keeps its own)
+        kids = subprocess.run(["ps", "-o", "pid=", "--ppid", str(victim["gfsd_pid"])],
+                              capture_output=True, text=True).stdout.split()
+        for pid in [victim["gfsd_pid"], *map(int, kids)]:
+            os.kill(pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=150)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        mtcbed("down")             # the next test gets a healthy testbed
+    assert p.returncode == 0, err[-2000:]
+    df = load(db, "kill")
+    assert len(df) == 6 * 6                       # every planned point is there
+    bad = df[~df["ok"]]
+    assert len(bad) > 0 and df["ok"].sum() >= 6
+    assert bad["error"].map(bool).all()
+    print(bad[["metric", "repeat", "error"]].to_string())
+    # the failed points name a reason: the timeout, the dead node, or inputs that could not be
+    # written there
+    assert bad["error"].str.contains(
+        "timeout|no filesystem node|inputs not in place|placement|failed", regex=True).all()
+
+
+def test_link_rate_makes_remote_reads_slower(bare_machine, tmp_path):
+    mtcbed("up", "--nodes", "2", "--link-rate", "100mbit")
+    db = tmp_path / "n.db"
+    measure("--db", db, "--name", "net", "--sizes", "16m", "--procs", "1", "--repeat", "2",
+            "--metrics", "T1L,B1L,T1R,B1R")
+    df = load(db, "net")
+    assert df["ok"].all(), df["error"].tolist()
+    b1l = df[df.metric == "B1L"]["value"].mean()
+    b1r = df[df.metric == "B1R"]["value"].mean()
+    print(f"B1L {b1l / 2**20:.1f} MiB/s  B1R {b1r / 2**20:.1f} MiB/s")
+    assert b1r < 0.5 * b1l
+    assert b1r < 2 * 100e6 / 8       # two hosts' links of 100 Mbit/s
