@@ -1,4 +1,6 @@
-"""`mtcprof export --db DB --run R --format chrome -o trace.json`: a run as Chrome-trace JSON (Perfetto, chrome://tracing).
+"""`mtcprof export --db DB --run R --format chrome -o trace.json`: a run as Chrome-trace JSON for Perfetto.
+
+Perfetto (ui.perfetto.dev) and chrome://tracing open it.
 
 Trace Event Format, JSON object form ({"traceEvents": [...]}):
   * one process per host (pid 1, 2, ... in host-name order; "M" process_name / process_sort_index events name them),
@@ -66,7 +68,8 @@ def chrome_trace(s, run, with_ops: bool = True) -> dict:
     row = row.iloc[0]
     if row["kind"] != "trace":
         traces = ", ".join(runs.loc[runs["kind"] == "trace", "name"]) or "none"
-        raise ExportError(f"run {row['name']!r} is a {row['kind']} run, not a traced run (traced runs: {traces})")
+        raise ExportError(f"run {row['name']!r} is of kind {row['kind']!r}, not a traced run "
+                          f"(traced runs: {traces})")
     rid = int(row["id"])
     tasks = s.tasks(rid)
     ops = s.ops(rid) if with_ops else None

@@ -95,7 +95,8 @@ def _num(s) -> str:
 
 def _table(header: list[str], rows: list[str], cls: str = "") -> str:
     th = "".join(f"<th>{h}</th>" for h in header)
-    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return (f'<div class="scroll"><table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody>'
+            f"</table></div>")
 
 
 # ---- figures -----------------------------------------------------------------------------------------------------
@@ -208,15 +209,15 @@ def histograms_png(hist: pd.DataFrame, stages: list[str]) -> bytes:
         top = max(int(rd.max()), int(wr.max()), 1)
         if top >= 100:
             ax.set_yscale("log")
-            ax.set_ylim(0.8, top * 3)
+            ax.set_ylim(0.8, top * 40)
         else:
-            ax.set_ylim(0, top * 1.2 + 0.5)
+            ax.set_ylim(0, top * 1.35 + 0.5)
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         for xs, vals in ((x - w / 2, rd), (x + w / 2, wr)):
             for xi, v in zip(xs, vals):
                 if v:
                     ax.annotate(f"{v:,}", (xi, v), ha="center", va="bottom", fontsize=6, xytext=(0, 1),
-                                textcoords="offset points")
+                                textcoords="offset points", rotation=90 if v >= 100 else 0)
         ax.set_xticks(x)
         ax.set_xticklabels(HIST_BINS, rotation=45, ha="right", fontsize=7)
         ax.set_title(stage or "(no stage)", fontsize=10)
@@ -265,6 +266,8 @@ th,td{border:1px solid #d5d5d5;padding:3px 7px;vertical-align:top}
 th{background:#f0f3f7;text-align:left;font-weight:600}
 tbody tr:nth-child(even){background:#fafbfc}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.scroll{overflow-x:auto}
+td.name{white-space:nowrap}
 td.cls{white-space:nowrap;font-size:0.95em}
 table.stages th{font-size:0.92em}
 td.path{font-family:monospace;font-size:0.95em;word-break:break-all;max-width:480px}
@@ -321,7 +324,8 @@ def build_report(s, run, outdir: str, top: int = 20, db_path: str | None = None)
     row = row.iloc[0]
     if row["kind"] != "trace":
         traces = ", ".join(runs.loc[runs["kind"] == "trace", "name"]) or "none"
-        raise ReportError(f"run {row['name']!r} is a {row['kind']} run, not a traced run (traced runs: {traces})")
+        raise ReportError(f"run {row['name']!r} is of kind {row['kind']!r}, not a traced run "
+                          f"(traced runs: {traces})")
     name, rid = row["name"], int(row["id"])
     os.makedirs(outdir, exist_ok=True)
     made = _dt.datetime.now().astimezone()
@@ -416,7 +420,8 @@ def _body(s, rid, tasks: pd.DataFrame, outdir: str, top: int) -> list[str]:
         sw = f'<span class="swatch" style="background:{_hex(colors[sname or "(no stage)"])}"></span>'
         share = r.t_io_s / dur.get(sname, 0) if dur.get(sname, 0) > 0 else float("nan")
         rows.append(
-            f"<tr><td>{sw}{_e(sname or '(no stage)')}</td>{_num(fmt_int(r.tasks))}{_num(fmt_int(r.hosts))}"
+            f"<tr><td class=\"name\">{sw}{_e(sname or '(no stage)')}</td>"
+            f"{_num(fmt_int(r.tasks))}{_num(fmt_int(r.hosts))}"
             f"{_num(fmt_s(r.span_s))}{_num(fmt_int(r.failed))}"
             f"{_bytes_cell(r.bytes_read)}{_bytes_cell(r.bytes_written)}"
             f"{_num(fmt_int(r.files_read) + ' / ' + fmt_int(r.files_written))}"
@@ -427,12 +432,14 @@ def _body(s, rid, tasks: pd.DataFrame, outdir: str, top: int) -> list[str]:
             f"{_num(fmt_int(r.concurrency))}</tr>")
     out.append('<h2 id="stages">Stages</h2>' + _table(
         ["stage", "tasks (N)", "hosts (C)", "span", "failed", "bytes read", "bytes written", "files r / w",
-         "time in I/O", "I/O share", "I/O per task", "α (1-1)", "local (all reads)", "access classes",
-         "D (1-1 in / task)", "meta ops", "re-read", "max conc."], rows, "stages"))
+         "time in I/O", "I/O share", "I/O per task", "α", "α all", "access classes",
+         "D", "meta ops", "re-read", "max conc."], rows, "stages"))
     out.append('<p class="note">time in I/O: time inside traced I/O calls, summed over the stage\'s tasks; '
-               "I/O share: that time over the tasks' summed run time. α (1-1): local fraction of the bytes of "
-               "1-to-1 reads (files read by one task of the stage), the model's α; local (all reads) includes "
-               "N-to-1 reads. Access classes: 1-1 = read by one task of the stage, N-1 = read by several (shared), "
+               "I/O share: that time over the tasks' summed run time (above 100% when a task's threads or processes "
+               "do I/O at the same time). α: local fraction of the bytes of 1-to-1 reads (files read by one task "
+               "of the stage), the model's α; α all: the same over all reads, N-to-1 included. D: bytes of 1-to-1 "
+               "reads per task (mean). Access classes: 1-1 = read by one task of the stage, N-1 = read by "
+               "several (shared), "
                "write = written. re-read: bytes read / file size. max conc.: most tasks of the stage running at "
                "once. — = unknown (no replica information: files not on Gfarm, or gfwhere was not run).</p>")
 
@@ -459,10 +466,15 @@ def _body(s, rid, tasks: pd.DataFrame, outdir: str, top: int) -> list[str]:
     bf = s.busiest_files(rid, top + 1000)
     moved = bf[(bf["bytes_read"] + bf["bytes_written"]) > 0]
     bf = (moved if len(moved) else bf).head(top)
+    keys = [k for k in bf["key"] if isinstance(k, str)]
+    prefix = os.path.commonpath(keys) if len(keys) >= 2 and all(k.startswith("/") for k in keys) else ""
+    if prefix in ("", "/") or prefix in keys:
+        prefix = ""
     rows = []
     for r in bf.itertuples():
+        key = r.key[len(prefix) + 1:] if prefix else r.key
         reps = ", ".join(r.replica_hosts) if isinstance(r.replica_hosts, (list, tuple)) else "—"
-        rows.append(f'<tr><td class="path">{_e(r.key)}</td>{_bytes_cell(r.size, exact=False)}'
+        rows.append(f'<tr><td class="path" title="{_e(r.key)}">{_e(key)}</td>{_bytes_cell(r.size, exact=False)}'
                     f"{_num(fmt_int(r.tasks))}{_num(fmt_int(r.readers))}{_num(fmt_int(r.writers))}"
                     f"{_bytes_cell(r.bytes_read, exact=False)}{_bytes_cell(r.bytes_written, exact=False)}"
                     f"{_num(fmt_int(r.reads))}{_num(fmt_int(r.writes))}{_num(fmt_int(r.opens))}"
@@ -470,7 +482,9 @@ def _body(s, rid, tasks: pd.DataFrame, outdir: str, top: int) -> list[str]:
                     f"<td>{_e(reps)}</td></tr>")
     out.append(f'<h2 id="files">Busiest files (top {len(bf):,} by bytes read + written)</h2>' + _table(
         ["file", "size", "tasks", "readers", "writers", "bytes read", "bytes written", "reads", "writes", "opens",
-         "stats", "time in I/O", "stages", "replicas"], rows, "files"))
+         "stats", "time in I/O", "stages", "replicas"], rows, "files")
+        + (f'<p class="note">Paths are under <code>{_e(prefix)}/</code>. ' if prefix else '<p class="note">')
+        + "Files that were only opened or stat'ed (no byte read or written) are left out.</p>")
 
     # histograms
     hist = s.histograms(rid, by="stage")
