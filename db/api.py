@@ -135,22 +135,47 @@ class Store:
           reread (bytes_read / size).
         scope: 'gfarm' (Gfarm files only), 'all', or 'auto' (= gfarm when the run touched any Gfarm file)."""
         rid = self._run_id(run)
+        if scope not in ("auto", "gfarm", "all"):
+            raise ValueError(f"scope must be 'auto', 'gfarm' or 'all', not {scope!r}")
         key = (rid, scope)
-        if key in self._tf_cache:
-            return self._tf_cache[key]
-        sums = ", ".join(f"sum(fa.{c}) AS {c}" for c in _SUM_COLS)
-        df = self._df(
-            f"SELECT p.task_id, t.name AS task, t.stage, h.name AS host, COALESCE(f.gfarm_path, f.path) AS key, "
-            f"max(f.gfarm_path IS NOT NULL) AS on_gfarm, max(f.size) AS size, max(f.replica_hosts) AS replicas, "
-            f"max(f.resolved_at) AS resolved_at, max(fa.max_offset) AS max_offset, max(fa.flags & 1) AS created, "
-            f"min(NULLIF(fa.first_open_ns, 0)) AS first_open_ns, max(fa.last_close_ns) AS last_close_ns, {sums} "
-            f"FROM file_access fa JOIN processes p ON p.id = fa.process_id JOIN files f ON f.id = fa.file_id "
-            f"JOIN tasks t ON t.id = p.task_id LEFT JOIN hosts h ON h.id = t.host_id "
-            f"WHERE p.run_id = ? GROUP BY p.task_id, key", (rid,))
-        if scope == "auto":
-            scope = "gfarm" if len(df) and df["on_gfarm"].any() else "all"
-        if scope == "gfarm":
-            df = df[df["on_gfarm"] == 1].reset_index(drop=True)
+        if key not in self._tf_cache:
+            full = self._tf_cache.get((rid, "all"))
+            if full is None:
+                full = self._tf_cache[(rid, "all")] = self._task_files_all(rid)
+            sc = scope
+            if sc == "auto":
+                sc = "gfarm" if len(full) and full["on_gfarm"].any() else "all"
+            self._tf_cache[key] = full if sc == "all" else full[full["on_gfarm"]].reset_index(drop=True)
+        return self._tf_cache[key]
+
+    def _task_files_all(self, rid: int) -> pd.DataFrame:
+        cols = _SUM_COLS + ("max_offset", "flags", "first_open_ns", "last_close_ns")
+        rows = self.conn.execute(
+            f"SELECT p.task_id, fa.file_id, {', '.join('fa.' + c for c in cols)} FROM file_access fa "
+            f"JOIN processes p ON p.id = fa.process_id WHERE p.run_id = ? AND p.task_id IS NOT NULL",
+            (rid,)).fetchall()
+        raw = pd.DataFrame(np.array(rows, dtype=np.int64).reshape(-1, 2 + len(cols)),
+                           columns=["task_id", "file_id", *cols])
+        del rows
+        files = self._df("SELECT id, COALESCE(gfarm_path, path) AS key, gfarm_path IS NOT NULL AS on_gfarm, size, "
+                         "replica_hosts AS replicas, resolved_at FROM files WHERE run_id = ?", (rid,))
+        kid, keys = pd.factorize(files["key"])
+        files["kid"] = kid
+        kinfo = files.groupby("kid").agg(on_gfarm=("on_gfarm", "max"), size=("size", "max"),
+                                         replicas=("replicas", "max"), resolved_at=("resolved_at", "max"))
+        kinfo["key"] = np.asarray(keys, dtype=object)
+        raw["kid"] = pd.Series(kid, index=files["id"]).reindex(raw["file_id"]).to_numpy()
+        raw["created"] = raw["flags"] & 1
+        raw["first_open_ns"] = raw["first_open_ns"].where(raw["first_open_ns"] > 0)
+        agg = {c: "sum" for c in _SUM_COLS}
+        agg.update(max_offset="max", created="max", first_open_ns="min", last_close_ns="max")
+        df = raw.groupby(["task_id", "kid"], sort=False).agg(agg).reset_index()
+        df = df.join(kinfo, on="kid")
+        tinfo = self._df("SELECT t.id AS task_id, t.name AS task, t.stage, h.name AS host FROM tasks t "
+                         "LEFT JOIN hosts h ON h.id = t.host_id WHERE t.run_id = ?", (rid,)).set_index("task_id")
+        df = df.join(tinfo, on="task_id")
+        df = df[["task_id", "task", "stage", "host", "key", "on_gfarm", "size", "replicas", "resolved_at",
+                 "max_offset", "created", "first_open_ns", "last_close_ns", *_SUM_COLS]]
         df["on_gfarm"] = df["on_gfarm"].astype(bool)
         df["read"] = (df["bytes_read"] > 0) | (df["reads"] > 0)
         df["written"] = (df["bytes_written"] > 0) | (df["writes"] > 0) | (df["creates"] > 0)
@@ -171,14 +196,11 @@ class Store:
         df = df.drop(columns=["replicas"])
         rd = df[df["read"]]
         readers = rd.groupby([rd["stage"].fillna(""), "key"])["task_id"].nunique().rename("readers")
-        df = df.merge(readers, left_on=[df["stage"].fillna(""), "key"], right_index=True, how="left")
-        df = df.drop(columns=[c for c in df.columns if c.startswith("key_") or c == "key_0"], errors="ignore")
-        df["readers"] = df["readers"].fillna(0).astype(int)
+        df["readers"] = readers.reindex(pd.MultiIndex.from_arrays([df["stage"].fillna(""), df["key"]])) \
+            .fillna(0).astype(int).to_numpy()
         df["read_class"] = np.where(~df["read"], None, np.where(df["readers"] >= 2, "N-1", "1-1"))
         df["reread"] = (df["bytes_read"] / df["size"]).where((df["size"] > 0) & df["read"])
-        df = df.reset_index(drop=True)
-        self._tf_cache[key] = df
-        return df
+        return df.reset_index(drop=True)
 
     def stages(self, run: str | int, scope: str = "auto") -> pd.DataFrame:
         """The stage table, one row per stage (in start order):
@@ -290,23 +312,26 @@ class Store:
                g["stats"], "time": g["t_io_s"]}[by]
         return g.assign(_k=key).sort_values("_k", ascending=False).drop(columns="_k").head(n).reset_index()
 
-    def histograms(self, run: str | int, by: str = "stage", scope: str = "all") -> pd.DataFrame:
-        """Request-size histograms (Darshan's bins, logformat.HIST_BINS), long form: <by>, kind ('read'|'write'),
-        bin (label), lo (lower bound, bytes), count.  by: 'stage', 'host', 'task' or None (whole run)."""
-        tf = self.task_files(run, scope)
-        keys = [by] if by else []
-        cols_r = [f"hr{i}" for i in range(NBINS)]
-        cols_w = [f"hw{i}" for i in range(NBINS)]
-        g = tf.assign(stage=tf["stage"].fillna("")).groupby(keys)[cols_r + cols_w].sum() if keys else \
-            tf[cols_r + cols_w].sum().to_frame().T
-        rows = []
-        for idx, vals in g.iterrows():
-            for kind, cols in (("read", cols_r), ("write", cols_w)):
-                for i, c in enumerate(cols):
-                    row = {by: idx} if by else {}
-                    row.update(kind=kind, bin=HIST_BINS[i], lo=HIST_EDGES[i], count=int(vals[c]))
-                    rows.append(row)
-        return pd.DataFrame(rows)
+    def histograms(self, run: str | int, by: str | None = "stage") -> pd.DataFrame:
+        """Request-size histograms (Darshan's bins, logformat.HIST_BINS) over all traced files, long form:
+        <by>, kind ('read'|'write'), bin (label), lo (lower bound, bytes), count.
+        by: 'stage', 'host', 'task' or None (whole run)."""
+        rid = self._run_id(run)
+        col = {"stage": "t.stage", "host": "h.name", "task": "t.name", None: "NULL"}[by]
+        bins = ", ".join(f"sum(fa.hr{i})" for i in range(NBINS)) + ", " + \
+            ", ".join(f"sum(fa.hw{i})" for i in range(NBINS))
+        rows = self.conn.execute(
+            f"SELECT {col} AS g, {bins} FROM file_access fa JOIN processes p ON p.id = fa.process_id "
+            f"LEFT JOIN tasks t ON t.id = p.task_id LEFT JOIN hosts h ON h.id = p.host_id "
+            f"WHERE p.run_id = ? GROUP BY g ORDER BY min(p.start_ns)", (rid,)).fetchall()
+        out = []
+        for r in rows:
+            for kind, off in (("read", 1), ("write", 1 + NBINS)):
+                for i in range(NBINS):
+                    row = {by: r[0]} if by else {}
+                    row.update(kind=kind, bin=HIST_BINS[i], lo=HIST_EDGES[i], count=int(r[off + i] or 0))
+                    out.append(row)
+        return pd.DataFrame(out)
 
     def timeline(self, run: str | int) -> pd.DataFrame:
         """Task timeline (host x time): task_id, name, stage, host, start_s, end_s (seconds from the run's first
@@ -363,8 +388,7 @@ class Store:
 
 _SUM_COLS = ("opens", "creates", "closes", "reads", "writes", "bytes_read", "bytes_written", "seeks", "read_discont",
              "write_discont", "stats", "fsyncs", "unlinks", "renames", "mkdirs", "rmdirs", "truncates", "mmaps",
-             "mmap_bytes", "dups", "errors", "t_open_ns", "t_read_ns", "t_write_ns", "t_close_ns", "t_meta_ns") + \
-    tuple(f"hr{i}" for i in range(10)) + tuple(f"hw{i}" for i in range(10))
+             "mmap_bytes", "dups", "errors", "t_open_ns", "t_read_ns", "t_write_ns", "t_close_ns", "t_meta_ns")
 _META_COLS = ("opens", "creates", "stats", "unlinks", "renames", "mkdirs", "rmdirs", "truncates", "fsyncs")
 # operations that are a metadata-server request on Gfarm (creates are opens too, so not added twice)
 _META_OPS = ("opens", "stats", "unlinks", "renames", "mkdirs", "rmdirs", "truncates")
