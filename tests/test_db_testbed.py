@@ -92,6 +92,13 @@ def test_three_tasks_locality_and_classes(testbed, tmp_path):
         assert st["write_local"] == 1.0
         loc = s.locality("bed", by="host").set_index("host")
         assert loc.loc[h1, "alpha"] == 1.0 and loc.loc[h3, "alpha"] == 0.0
+        # the workflow model of the stage (Gfarm files only: the shell's own files stay out)
+        from mtcio.db.model import build
+        m = build(s, "bed").stage("read3")
+        assert (m.tasks, m.hosts, m.shared.files, m.shared.bytes) == (3, 3, 1, sizes["shared"])
+        assert m.read.bytes_per_task.min == sizes["own1"] and m.read.bytes_per_task.max == sizes["own3"]
+        assert m.read.alpha == pytest.approx(st["alpha"]) and m.read.reread_factor == 1.0
+        assert m.write.local_fraction == 1.0 and m.write.files_per_task == 1.0
     finally:
         try:
             testbed.exec(h1, ["rm", "-rf", testbed.mount(h1) + f"/mtcdb-{os.getpid()}"], check=False)
