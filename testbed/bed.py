@@ -123,9 +123,10 @@ def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse
         gfarm.register_hosts(names, ncpu=os.cpu_count() or 1)
         for h in st["hosts"]:
             gfarm.start_gfsd(h["name"], h["addr"])
+        gfarm.wait_gfsd(names)
+        for h in st["hosts"]:  # a gfsd writes its pid file after it daemonises: it is there once it is up
             h["gfsd_pid"] = read_pid(layout.host_dir(h["name"]) / "gfsd.pid")
         state.save(st)
-        gfarm.wait_gfsd(names)
         gfarm.mount_all(names)
         for h in st["hosts"]:
             h["gfarm2fs_pid"] = gfarm.gfarm2fs_pid(h["mount"])

@@ -31,6 +31,15 @@ def test_gfhost_lists_exactly_the_hosts(testbed):
         assert line.endswith(f"({testbed.addrs[name]})")
 
 
+def test_status_names_every_daemon(testbed):
+    st = testbed.status
+    assert st["phase"] == "up" and st["problems"] == []
+    pids = [st["meta"]["pid"]] + [h[k] for h in st["hosts"] for k in ("gfsd_pid", "gfarm2fs_pid")]
+    assert all(isinstance(p, int) and os.path.exists(f"/proc/{p}") for p in pids), pids
+    for h in st["hosts"]:
+        assert open(f"/proc/{h['gfsd_pid']}/cmdline").read().split("\0")[0] == "/usr/sbin/gfsd"
+
+
 def test_each_host_has_its_own_hostname_and_address(testbed):
     for host in testbed.hosts:
         r = testbed.exec(host, ["sh", "-c", "hostname; ip -4 -o addr show dev eth0"])
