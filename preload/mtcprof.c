@@ -45,7 +45,7 @@
 /* ---------------------------------------------------------------- sizes */
 #define FD_MAX (1 << 16)
 #define FREC_MAX (1 << 16)
-#define HT_SIZE (1 << 17)
+#define NBUCKETS (1 << 14)            /* path hash chains: 64 KiB of heads, touched as files appear */
 #define OFD_MAX (1 << 16)
 #define PATHS_BYTES (16u << 20)
 #define GF_SLOTS 4096
@@ -53,13 +53,39 @@
 #define ARGV_MAX_BYTES 32768
 
 /* ---------------------------------------------------------------- state */
+/* A file record is split in two parallel arrays so that the memory a typical file touches stays small (first-touch
+ * page faults dominate the per-file cost): the hot part (256 bytes, g_frecs[i]) holds the counters nearly every file
+ * uses and the size bins as 32-bit counts; the cold part (g_cold[i]) holds the rarely used counters and the high
+ * parts of the bins (2^32 per wrap of a 32-bit bin); its page is touched only when one of them is used. */
+enum hot_counter {
+    H_OPENS, H_CREATES, H_CLOSES, H_READS, H_WRITES, H_BYTES_READ, H_BYTES_WRITTEN, H_MAX_OFFSET, H_STATS, H_ERRORS,
+    H_T_OPEN, H_T_READ, H_T_WRITE, H_T_CLOSE, H_T_META, H_FIRST_OPEN, H_LAST_CLOSE, NHOT
+};
+#define NCOLD (NCOUNTERS - NHOT)
 struct frec {
     uint32_t id, flags, path_len, hash;
     const char *path;
     uint64_t last_end;                /* end offset of the previous read/write (discontinuity check) */
-    uint64_t c[NCOUNTERS];            /* times and timestamps in clock ticks until written out */
-    uint64_t hr[NBINS], hw[NBINS];
+    uint32_t next;                    /* hash chain: index + 1 of the next record, 0 = end */
+    uint32_t cold;                    /* 1 once the cold part was touched */
+    uint64_t h[NHOT];                 /* times and timestamps in clock ticks until written out */
+    uint32_t hr[NBINS], hw[NBINS];    /* low 32 bits of the size bins */
 };
+_Static_assert(sizeof(struct frec) == 256, "hot file record is 256 bytes");
+struct fcold {
+    uint64_t c[NCOLD];
+    uint64_t hr_hi[NBINS], hw_hi[NBINS];
+};
+/* counter -> hot slot (>= 0) or ~cold slot */
+static const signed char g_cmap[NCOUNTERS] = {
+    [C_OPENS] = H_OPENS, [C_CREATES] = H_CREATES, [C_CLOSES] = H_CLOSES, [C_READS] = H_READS, [C_WRITES] = H_WRITES,
+    [C_BYTES_READ] = H_BYTES_READ, [C_BYTES_WRITTEN] = H_BYTES_WRITTEN, [C_SEEKS] = ~0, [C_READ_DISCONT] = ~1,
+    [C_WRITE_DISCONT] = ~2, [C_MAX_OFFSET] = H_MAX_OFFSET, [C_STATS] = H_STATS, [C_FSYNCS] = ~3, [C_UNLINKS] = ~4,
+    [C_RENAMES] = ~5, [C_MKDIRS] = ~6, [C_RMDIRS] = ~7, [C_TRUNCATES] = ~8, [C_MMAPS] = ~9, [C_MMAP_BYTES] = ~10,
+    [C_DUPS] = ~11, [C_ERRORS] = H_ERRORS, [C_T_OPEN] = H_T_OPEN, [C_T_READ] = H_T_READ, [C_T_WRITE] = H_T_WRITE,
+    [C_T_CLOSE] = H_T_CLOSE, [C_T_META] = H_T_META, [C_FIRST_OPEN] = H_FIRST_OPEN, [C_LAST_CLOSE] = H_LAST_CLOSE,
+};
+_Static_assert(NCOLD == 12, "cold counter count matches g_cmap");
 struct ofd {                          /* one open file description (shared by dup'd fds) */
     struct frec *f;
     int64_t pos;                      /* our idea of the file offset; -1 unknown */
@@ -83,7 +109,8 @@ static char **g_argv;
 static struct ofd *g_fdtab[FD_MAX];
 static struct frec *g_frecs;          /* FREC_MAX records (lazily backed mmap) */
 static uint32_t g_nfrec, g_files_dropped;
-static uint32_t *g_ht;                /* path hash -> frec index + 1 */
+static struct fcold *g_cold;          /* FREC_MAX cold parts, parallel to g_frecs (lazily backed mmap) */
+static uint32_t *g_bkt;               /* NBUCKETS chain heads: frec index + 1 */
 static char *g_paths;
 static uint64_t g_paths_used;
 static struct ofd *g_ofds;            /* ofd pool, index 0 unused */
@@ -243,6 +270,37 @@ static inline int64_t POS_ADVANCE(int64_t *p, int64_t n)
     if (LIKELY(__libc_single_threaded)) { int64_t o = *p; *p = o + n; return o; }
     return __atomic_fetch_add(p, n, __ATOMIC_RELAXED);
 }
+static inline struct fcold *cold_of(struct frec *f)
+{
+    if (UNLIKELY(!f->cold)) __atomic_store_n(&f->cold, 1, __ATOMIC_RELAXED);
+    return &g_cold[f - g_frecs];
+}
+/* address of counter c (a constant at nearly every call site: folds to one of the two branches) */
+static inline uint64_t *CTR(struct frec *f, int c)
+{
+    int k = g_cmap[c];
+    return LIKELY(k >= 0) ? &f->h[k] : &cold_of(f)->c[~k];
+}
+static inline uint64_t ctr_val(const struct frec *f, int c)
+{
+    int k = g_cmap[c];
+    return k >= 0 ? f->h[k] : f->cold ? g_cold[f - g_frecs].c[~k] : 0;
+}
+/* one more call in size bin b (32-bit count; a wrap adds 2^32 to the cold high part) */
+static inline void BIN_INC(struct frec *f, int wr, int b)
+{
+    uint32_t *p = &(wr ? f->hw : f->hr)[b];
+    uint32_t old;
+    if (LIKELY(__libc_single_threaded)) old = (*p)++;
+    else old = __atomic_fetch_add(p, 1, __ATOMIC_RELAXED);
+    if (UNLIKELY(old == UINT32_MAX)) { struct fcold *x = cold_of(f); ADD(&(wr ? x->hw_hi : x->hr_hi)[b], 1ull << 32); }
+}
+static inline uint64_t bin_val(const struct frec *f, int wr, int b)
+{
+    uint64_t v = (wr ? f->hw : f->hr)[b];
+    if (f->cold) { const struct fcold *x = &g_cold[f - g_frecs]; v += (wr ? x->hw_hi : x->hr_hi)[b]; }
+    return v;
+}
 static inline int size_bin(uint64_t n)
 {
     return n < 100 ? 0 : n < 1024 ? 1 : n < 10240 ? 2 : n < 102400 ? 3 : n < 1048576 ? 4
@@ -268,17 +326,17 @@ static inline void rec_rw(struct frec *f, int wr, int64_t off, int64_t n, uint64
                           int err)
 {
     if (UNLIKELY(n < 0)) {
-        ADD(&f->c[C_ERRORS], 1);
-        ADD(&f->c[wr ? C_T_WRITE : C_T_READ], t1 - t0);
+        ADD(CTR(f, C_ERRORS), 1);
+        ADD(CTR(f, wr ? C_T_WRITE : C_T_READ), t1 - t0);
     } else {
-        ADD(&f->c[wr ? C_WRITES : C_READS], 1);
-        ADD(&f->c[wr ? C_BYTES_WRITTEN : C_BYTES_READ], (uint64_t)n);
-        ADD(&f->c[wr ? C_T_WRITE : C_T_READ], t1 - t0);
-        ADD(&(wr ? f->hw : f->hr)[size_bin((uint64_t)n)], 1);
+        ADD(CTR(f, wr ? C_WRITES : C_READS), 1);
+        ADD(CTR(f, wr ? C_BYTES_WRITTEN : C_BYTES_READ), (uint64_t)n);
+        ADD(CTR(f, wr ? C_T_WRITE : C_T_READ), t1 - t0);
+        BIN_INC(f, wr, size_bin((uint64_t)n));
         if (off >= 0) {
             uint64_t end = (uint64_t)off + (uint64_t)n;
-            if (XCHG(&f->last_end, end) != (uint64_t)off) ADD(&f->c[wr ? C_WRITE_DISCONT : C_READ_DISCONT], 1);
-            if (n > 0) MAXU(&f->c[C_MAX_OFFSET], end);
+            if (XCHG(&f->last_end, end) != (uint64_t)off) ADD(CTR(f, wr ? C_WRITE_DISCONT : C_READ_DISCONT), 1);
+            if (n > 0) MAXU(CTR(f, C_MAX_OFFSET), end);
         }
     }
     if (UNLIKELY(g_trace)) trace(wr ? OP_WRITE : OP_READ, fl, f, off, n, t0, t1, n < 0 ? err : 0);
@@ -286,17 +344,31 @@ static inline void rec_rw(struct frec *f, int wr, int64_t off, int64_t n, uint64
 static inline void rec_meta(struct frec *f, int counter, uint16_t op, uint64_t t0, uint64_t t1, int failed, int err,
                             int64_t off)
 {
-    if (failed) ADD(&f->c[C_ERRORS], 1);
-    else ADD(&f->c[counter], 1);
-    ADD(&f->c[C_T_META], t1 - t0);
+    if (failed) ADD(CTR(f, C_ERRORS), 1);
+    else ADD(CTR(f, counter), 1);
+    ADD(CTR(f, C_T_META), t1 - t0);
     if (UNLIKELY(g_trace)) trace(op, 0, f, off, failed ? -1 : 0, t0, t1, failed ? err : 0);
 }
 
 /* ---------------------------------------------------------------- paths and file records */
 static uint32_t hash_path(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ull; }
+    /* 8 bytes per step (multiply-xorshift); only used for the in-memory table */
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    if (i < n) {
+        uint64_t w = 0;
+        memcpy(&w, s + i, n - i);
+        h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    }
+    h ^= h >> 29;
+    h *= 0xff51afd7ed558ccdull;
     return (uint32_t)(h ^ (h >> 32));
 }
 /* lexical normalisation in place: collapse //, /./, /../ (no symlink resolution) */
@@ -371,39 +443,50 @@ static int excluded(const char *p, size_t pl)
         if (prefix_match(p, pl, g_incl[i], g_incl_len[i])) return 0;
     return 1;
 }
-/* find or create the record of an absolute normalised path; lock-free (CAS on the hash slot) */
+/* the record of p in the chain starting at v, stopping at stop (index + 1); NULL if absent */
+static struct frec *chain_find(uint32_t v, uint32_t stop, const char *p, size_t pl, uint32_t h)
+{
+    for (; v && v != stop; v = __atomic_load_n(&g_frecs[v - 1].next, __ATOMIC_RELAXED)) {
+        struct frec *f = &g_frecs[v - 1];
+        if (f->hash == h && f->path_len == pl && !memcmp(f->path, p, pl)) return f;
+    }
+    return NULL;
+}
+/* find or create the record of an absolute normalised path; lock-free (records are pushed on the head of their
+ * hash chain with a CAS; a record is fully written before it is published and never unlinked) */
 static struct frec *frec_get(const char *p, size_t pl, uint32_t flags)
 {
     uint32_t h = hash_path(p, pl);
-    for (uint32_t i = 0; i < HT_SIZE; i++) {
-        uint32_t *slot = &g_ht[(h + i) & (HT_SIZE - 1)];
-        uint32_t v = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-        if (v) {
-            struct frec *f = &g_frecs[v - 1];
-            if (f->hash == h && f->path_len == pl && !memcmp(f->path, p, pl)) {
-                if ((f->flags & flags) != flags) __atomic_fetch_or(&f->flags, flags, __ATOMIC_RELAXED);
-                return f;
-            }
-            continue;
-        }
-        /* new record */
-        uint32_t idx = __atomic_fetch_add(&g_nfrec, 1, __ATOMIC_RELAXED);
-        uint64_t po = __atomic_fetch_add(&g_paths_used, pl + 1, __ATOMIC_RELAXED);
-        if (idx >= FREC_MAX || po + pl + 1 > PATHS_BYTES) {
-            if (idx >= FREC_MAX) __atomic_store_n(&g_nfrec, FREC_MAX, __ATOMIC_RELAXED);
-            __atomic_fetch_add(&g_files_dropped, 1, __ATOMIC_RELAXED);
-            return NULL;
-        }
-        struct frec *f = &g_frecs[idx];
-        memcpy(g_paths + po, p, pl + 1);
-        f->id = idx; f->flags = flags; f->path_len = (uint32_t)pl; f->hash = h; f->path = g_paths + po;
-        uint32_t expect = 0;
-        if (__atomic_compare_exchange_n(slot, &expect, idx + 1, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) return f;
-        /* lost the race for this slot: the record stays unused (no counters, never written) */
-        f->path_len = 0; f->hash = 0;
-        i--;   /* re-examine the same slot */
+    uint32_t *bkt = &g_bkt[h & (NBUCKETS - 1)];
+    uint32_t head = __atomic_load_n(bkt, __ATOMIC_ACQUIRE);
+    struct frec *f = chain_find(head, 0, p, pl, h);
+    if (f) {
+        if ((f->flags & flags) != flags) __atomic_fetch_or(&f->flags, flags, __ATOMIC_RELAXED);
+        return f;
     }
-    return NULL;
+    /* new record */
+    uint32_t idx = __atomic_fetch_add(&g_nfrec, 1, __ATOMIC_RELAXED);
+    uint64_t po = __atomic_fetch_add(&g_paths_used, pl + 1, __ATOMIC_RELAXED);
+    if (idx >= FREC_MAX || po + pl + 1 > PATHS_BYTES) {
+        if (idx >= FREC_MAX) __atomic_store_n(&g_nfrec, FREC_MAX, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&g_files_dropped, 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    f = &g_frecs[idx];
+    memcpy(g_paths + po, p, pl + 1);
+    f->id = idx; f->flags = flags; f->path_len = (uint32_t)pl; f->hash = h; f->path = g_paths + po;
+    for (;;) {
+        f->next = head;
+        if (__atomic_compare_exchange_n(bkt, &head, idx + 1, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) return f;
+        /* another record was pushed meanwhile (head now holds it): is it ours? */
+        struct frec *g = chain_find(head, f->next, p, pl, h);
+        if (g) {
+            /* lost the race: our record stays unused (no counters, never written) */
+            f->path_len = 0; f->hash = 0;
+            if ((g->flags & flags) != flags) __atomic_fetch_or(&g->flags, flags, __ATOMIC_RELAXED);
+            return g;
+        }
+    }
 }
 static struct frec *frec_at(int dirfd, const char *path, uint32_t flags)
 {
@@ -467,10 +550,10 @@ static void reg_open(int fd, int dirfd, const char *path, int oflags, int create
     }
     struct ofd *o = ofd_new(f, pos);
     if (o) fd_install(fd, o); else ofd_put(fd_take(fd));
-    ADD(&f->c[C_OPENS], 1);
-    if (created) ADD(&f->c[C_CREATES], 1);
-    ADD(&f->c[C_T_OPEN], t1 - t0);
-    MINU_NZ(&f->c[C_FIRST_OPEN], t0);
+    ADD(CTR(f, C_OPENS), 1);
+    if (created) ADD(CTR(f, C_CREATES), 1);
+    ADD(CTR(f, C_T_OPEN), t1 - t0);
+    MINU_NZ(CTR(f, C_FIRST_OPEN), t0);
     if (UNLIKELY(g_trace)) trace(OP_OPEN, (uint16_t)((created ? OF_CREATED : 0) | (ff & FF_STDIO ? OF_STDIO : 0)), f, -1, 0, t0, t1, 0);
 }
 /* a failed open counts as an error on its path (failed lookups are metadata load too) */
@@ -478,16 +561,16 @@ static void rec_open_failed(int dirfd, const char *path, uint64_t t0, uint64_t t
 {
     struct frec *f = frec_at(dirfd, path, 0);
     if (!f) return;
-    ADD(&f->c[C_ERRORS], 1);
-    ADD(&f->c[C_T_OPEN], t1 - t0);
+    ADD(CTR(f, C_ERRORS), 1);
+    ADD(CTR(f, C_T_OPEN), t1 - t0);
     if (UNLIKELY(g_trace)) trace(OP_OPEN, 0, f, -1, -1, t0, t1, err);
 }
 static void rec_close(struct ofd *o, uint64_t t0, uint64_t t1, uint16_t fl)
 {
     struct frec *f = o->f;
-    ADD(&f->c[C_CLOSES], 1);
-    ADD(&f->c[C_T_CLOSE], t1 - t0);
-    MAXU(&f->c[C_LAST_CLOSE], t1);
+    ADD(CTR(f, C_CLOSES), 1);
+    ADD(CTR(f, C_T_CLOSE), t1 - t0);
+    MAXU(CTR(f, C_LAST_CLOSE), t1);
     if (UNLIKELY(g_trace)) trace(OP_CLOSE, fl, f, -1, 0, t0, t1, 0);
     ofd_put(o);
 }
@@ -546,8 +629,13 @@ static inline uint64_t dur_ns(uint64_t d) { return (uint64_t)((double)d * g_scal
 static int frec_active(const struct frec *f)
 {
     if (!f->path_len) return 0;
-    for (int i = 0; i < NCOUNTERS; i++)
-        if (f->c[i]) return 1;
+    for (int i = 0; i < NHOT; i++)
+        if (f->h[i]) return 1;
+    if (f->cold) {
+        const struct fcold *x = &g_cold[f - g_frecs];
+        for (int i = 0; i < NCOLD; i++)
+            if (x->c[i]) return 1;
+    }
     return 0;
 }
 /* gfarm2fs mount points from /proc/self/mounts */
@@ -701,7 +789,7 @@ static int write_log(uint32_t ended_by)
         uint64_t v[NCOUNTERS + 2 * NBINS], mask = 0;
         uint32_t nv = 0;
         for (int k = 0; k < NCOUNTERS + 2 * NBINS; k++) {
-            uint64_t x = k < NCOUNTERS ? f->c[k] : k < NCOUNTERS + NBINS ? f->hr[k - NCOUNTERS] : f->hw[k - NCOUNTERS - NBINS];
+            uint64_t x = k < NCOUNTERS ? ctr_val(f, k) : k < NCOUNTERS + NBINS ? bin_val(f, 0, k - NCOUNTERS) : bin_val(f, 1, k - NCOUNTERS - NBINS);
             if (k >= C_T_OPEN && k <= C_T_META) x = dur_ns(x);
             else if (k == C_FIRST_OPEN || k == C_LAST_CLOSE) x = tick_ns(x);
             if (x) { mask |= 1ull << k; v[nv++] = x; }
@@ -864,12 +952,15 @@ static void atfork_child(void)
     uint32_t n = g_nfrec > FREC_MAX ? FREC_MAX : g_nfrec;
     for (uint32_t i = 0; i < n; i++) {
         struct frec *f = &g_frecs[i];
-        memset(f->c, 0, sizeof f->c);
+        memset(f->h, 0, sizeof f->h);
         memset(f->hr, 0, sizeof f->hr);
         memset(f->hw, 0, sizeof f->hw);
+        f->cold = 0;
         f->flags |= FF_INHERITED;
         f->flags &= ~FF_CREATED;
     }
+    /* cold parts: drop the pages (they read back as zeros) rather than touching every one */
+    syscall(SYS_madvise, g_cold, sizeof(struct fcold) * FREC_MAX, MADV_DONTNEED);
     g_nops = 0; g_munmaps = 0; g_files_dropped = 0;
     g_exit_status = -1; g_ended_by = 0; g_signal = 0;
     g_flushing = 0;
@@ -923,10 +1014,11 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
         g_trace = g_ops != NULL;
     }
     g_frecs = arena(sizeof(struct frec) * FREC_MAX);
-    g_ht = arena(sizeof(uint32_t) * HT_SIZE);
+    g_cold = arena(sizeof(struct fcold) * FREC_MAX);
+    g_bkt = arena(sizeof(uint32_t) * NBUCKETS);
     g_paths = arena(PATHS_BYTES);
     g_ofds = arena(sizeof(struct ofd) * OFD_MAX);
-    if (!g_frecs || !g_ht || !g_paths || !g_ofds) { warn_once("cannot reserve memory", "", ENOMEM); errno = saved; return; }
+    if (!g_frecs || !g_cold || !g_bkt || !g_paths || !g_ofds) { warn_once("cannot reserve memory", "", ENOMEM); errno = saved; return; }
     time_base();
     scan_inherited();
     install_signals();
@@ -1189,7 +1281,7 @@ static void rec_dup(int oldfd, int newfd, uint64_t t0, uint64_t t1)
     if (!o) { ofd_put(fd_take(newfd)); return; }   /* newfd now refers to something untracked */
     __atomic_fetch_add(&o->refs, 1, __ATOMIC_ACQ_REL);
     fd_install(newfd, o);
-    ADD(&o->f->c[C_DUPS], 1);
+    ADD(CTR(o->f, C_DUPS), 1);
     if (UNLIKELY(g_trace)) trace(OP_DUP, 0, o->f, newfd, 0, t0, t1, 0);
 }
 DECL(int, dup, (int));
@@ -1361,8 +1453,8 @@ EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
         SAVE_ERRNO;                                                                                            \
         if (r >= 0) {                                                                                          \
             __atomic_store_n(&o->pos, (int64_t)r, __ATOMIC_RELAXED);                                           \
-            ADD(&o->f->c[C_SEEKS], 1);                                                                         \
-        } else ADD(&o->f->c[C_ERRORS], 1);                                                                     \
+            ADD(CTR(o->f, C_SEEKS), 1);                                                                         \
+        } else ADD(CTR(o->f, C_ERRORS), 1);                                                                     \
         if (UNLIKELY(g_trace)) trace(OP_SEEK, 0, o->f, r, 0, t0, t1, r < 0 ? saved_errno_ : 0);                \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
@@ -1565,8 +1657,8 @@ EXPORT int fchdir(int fd)
         void *r = real_##name(a, l, pr, fl, fd, off);                                                          \
         uint64_t t1 = NOW();                                                                                   \
         SAVE_ERRNO;                                                                                            \
-        if (r != MAP_FAILED) { ADD(&o->f->c[C_MMAPS], 1); ADD(&o->f->c[C_MMAP_BYTES], l); }                    \
-        else ADD(&o->f->c[C_ERRORS], 1);                                                                       \
+        if (r != MAP_FAILED) { ADD(CTR(o->f, C_MMAPS), 1); ADD(CTR(o->f, C_MMAP_BYTES), l); }                    \
+        else ADD(CTR(o->f, C_ERRORS), 1);                                                                       \
         if (UNLIKELY(g_trace)) trace(OP_MMAP, 0, o->f, (int64_t)off, r == MAP_FAILED ? -1 : (int64_t)l, t0, t1, r == MAP_FAILED ? saved_errno_ : 0); \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
@@ -1789,8 +1881,8 @@ static void rec_fseek(FILE *fp, struct ofd *o, int ok, uint64_t t0, uint64_t t1,
 {
     if (ok) {
         __atomic_store_n(&o->pos, fp_tell(fp), __ATOMIC_RELAXED);
-        ADD(&o->f->c[C_SEEKS], 1);
-    } else ADD(&o->f->c[C_ERRORS], 1);
+        ADD(CTR(o->f, C_SEEKS), 1);
+    } else ADD(CTR(o->f, C_ERRORS), 1);
     if (UNLIKELY(g_trace)) trace(OP_SEEK, OF_STDIO, o->f, ok ? o->pos : -1, 0, t0, t1, ok ? 0 : err);
 }
 #define FSEEK_WRAP(name, OFFT)                                                                                 \
@@ -1897,10 +1989,10 @@ static void gf_reg(GFS_File g, const char *url, int created, uint64_t t0, uint64
     if (!f) return;
     struct ofd *o = ofd_new(f, 0);
     if (o) gf_put(g, o);
-    ADD(&f->c[C_OPENS], 1);
-    if (created) ADD(&f->c[C_CREATES], 1);
-    ADD(&f->c[C_T_OPEN], t1 - t0);
-    MINU_NZ(&f->c[C_FIRST_OPEN], t0);
+    ADD(CTR(f, C_OPENS), 1);
+    if (created) ADD(CTR(f, C_CREATES), 1);
+    ADD(CTR(f, C_T_OPEN), t1 - t0);
+    MINU_NZ(CTR(f, C_FIRST_OPEN), t0);
     if (UNLIKELY(g_trace)) trace(OP_OPEN, (uint16_t)(OF_GFARM | (created ? OF_CREATED : 0)), f, -1, 0, t0, t1, 0);
 }
 DECL(gfarm_error_t, gfs_pio_open, (const char *, int, GFS_File *));
