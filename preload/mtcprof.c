@@ -351,32 +351,31 @@ static inline void rec_meta(struct frec *f, int counter, uint16_t op, uint64_t t
 }
 
 /* ---------------------------------------------------------------- paths and file records */
+static inline uint64_t load8(const char *s) { uint64_t w; __builtin_memcpy(&w, s, 8); return w; }
 static uint32_t hash_path(const char *s, size_t n)
 {
     /* 8 bytes per step (multiply-xorshift); only used for the in-memory table */
     uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h = (h ^ load8(s + i)) * 0xff51afd7ed558ccdull;
         h ^= h >> 32;
     }
     if (i < n) {
         uint64_t w = 0;
-        memcpy(&w, s + i, n - i);
+        if (n >= 8) w = load8(s + n - 8);          /* last 8 bytes (overlapping) */
+        else for (size_t k = 0; k < n; k++) w |= (uint64_t)(unsigned char)s[k] << (8 * k);
         h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
     }
     h ^= h >> 29;
     h *= 0xff51afd7ed558ccdull;
     return (uint32_t)(h ^ (h >> 32));
 }
-/* lexical normalisation in place: collapse //, /./, /../ (no symlink resolution) */
+/* lexical normalisation in place: collapse //, /./, /../ (no symlink resolution); no library calls */
 static size_t norm_inplace(char *p)
 {
-    char *out = p;
-    const char *in = p;
     size_t o = 0;
+    const char *in = p;
     while (*in) {
         while (*in == '/') in++;
         if (!*in) break;
@@ -385,16 +384,17 @@ static size_t norm_inplace(char *p)
         size_t n = (size_t)(in - seg);
         if (n == 1 && seg[0] == '.') continue;
         if (n == 2 && seg[0] == '.' && seg[1] == '.') {
-            while (o > 0 && out[o - 1] != '/') o--;
+            while (o > 0 && p[o - 1] != '/') o--;
             if (o > 0) o--;
             continue;
         }
-        out[o++] = '/';
-        memmove(out + o, seg, n);
+        p[o++] = '/';
+        if (p + o != seg)                          /* destination never after the source: forward copy is safe */
+            for (size_t k = 0; k < n; k++) p[o + k] = seg[k];
         o += n;
     }
-    if (o == 0) out[o++] = '/';
-    out[o] = 0;
+    if (o == 0) p[o++] = '/';
+    p[o] = 0;
     return o;
 }
 static struct ofd *fd_ofd(int fd)
@@ -431,7 +431,9 @@ static size_t abs_path(int dirfd, const char *path, char *out)
 }
 static int prefix_match(const char *p, size_t pl, const char *pre, size_t n)
 {
-    if (pl < n || memcmp(p, pre, n)) return 0;
+    if (pl < n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != pre[i]) return 0;
     return pl == n || p[n] == '/' || (n > 0 && pre[n - 1] == '/');
 }
 static int excluded(const char *p, size_t pl)
@@ -786,22 +788,42 @@ static int write_log(uint32_t ended_by)
         const struct frec *f = &g_frecs[i];
         if (!frec_active(f)) continue;
         /* sparse: a mask of the nonzero slots (counters, then read bins, then write bins), then their values */
-        uint64_t v[NCOUNTERS + 2 * NBINS], mask = 0;
-        uint32_t nv = 0;
-        for (int k = 0; k < NCOUNTERS + 2 * NBINS; k++) {
-            uint64_t x = k < NCOUNTERS ? ctr_val(f, k) : k < NCOUNTERS + NBINS ? bin_val(f, 0, k - NCOUNTERS) : bin_val(f, 1, k - NCOUNTERS - NBINS);
-            if (k >= C_T_OPEN && k <= C_T_META) x = dur_ns(x);
-            else if (k == C_FIRST_OPEN || k == C_LAST_CLOSE) x = tick_ns(x);
-            if (x) { mask |= 1ull << k; v[nv++] = x; }
+        enum { NSLOT = NCOUNTERS + 2 * NBINS };
+        uint64_t x[NSLOT];
+        for (int k = 0; k < NCOUNTERS; k++) x[k] = g_cmap[k] >= 0 ? f->h[g_cmap[k]] : 0;
+        for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] = f->hr[k]; x[NCOUNTERS + NBINS + k] = f->hw[k]; }
+        if (f->cold) {
+            const struct fcold *cx = &g_cold[f - g_frecs];
+            for (int k = 0; k < NCOUNTERS; k++) if (g_cmap[k] < 0) x[k] = cx->c[~g_cmap[k]];
+            for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] += cx->hr_hi[k]; x[NCOUNTERS + NBINS + k] += cx->hw_hi[k]; }
         }
-        uint32_t len = (uint32_t)(24 + 8 * nv + ((f->path_len + 7) & ~7u));
-        wb_rec(R_FILE, len);
+        for (int k = C_T_OPEN; k <= C_T_META; k++) x[k] = dur_ns(x[k]);
+        x[C_FIRST_OPEN] = tick_ns(x[C_FIRST_OPEN]);
+        x[C_LAST_CLOSE] = tick_ns(x[C_LAST_CLOSE]);
+        /* the record is built in place in the write buffer (at most 32 + 8 * 49 + PATH_MAX + 8 bytes) */
+        size_t plen = (f->path_len + 7) & ~(size_t)7;
+        if (g_wlen + 8 + 24 + 8 * NSLOT + plen > sizeof g_wbuf) wb_flush();
+        if (g_wlen + 8 + 24 + 8 * NSLOT + plen > sizeof g_wbuf) continue;   /* cannot happen: path_len < PATH_MAX */
+        char *r = g_wbuf + g_wlen;
+        uint64_t *v = (uint64_t *)(r + 32), mask = 0;
+        uint32_t nv = 0;
+        for (int k = 0; k < NSLOT; k++) {
+            v[nv] = x[k];
+            mask |= (uint64_t)(x[k] != 0) << k;
+            nv += x[k] != 0;
+        }
+        uint32_t len = (uint32_t)(24 + 8 * nv + plen);
+        uint16_t th[2] = {R_FILE, 0};
         uint32_t h4[4] = {f->id, f->flags, f->path_len, NCOUNTERS | (NBINS << 16)};
-        wb_put(h4, 16);
-        wb_put(&mask, 8);
-        wb_put(v, 8 * nv);
-        wb_put(f->path, f->path_len);
-        wb_pad(f->path_len);
+        __builtin_memcpy(r, th, 4);
+        __builtin_memcpy(r + 4, &len, 4);
+        __builtin_memcpy(r + 8, h4, 16);
+        __builtin_memcpy(r + 24, &mask, 8);
+        char *pp = r + 32 + 8 * nv;
+        memcpy(pp, f->path, f->path_len);
+        for (size_t k = f->path_len; k < plen; k++) pp[k] = 0;
+        g_wlen += 8 + len;
+        g_nrec++;
     }
     /* op trace: records of at most 1M ops each */
     for (uint64_t done = 0; done < traced;) {
