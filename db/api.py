@@ -57,6 +57,20 @@ class Store:
         df["meta"] = [json.loads(m) if m else None for m in df["meta"]]
         return df
 
+    def trace_run(self, run: str | int) -> pd.Series:
+        """The runs row of traced run `run` (name or id); StoreError naming the runs there are otherwise."""
+        runs = self.runs()
+        row = runs[runs["id"] == run] if isinstance(run, int) else runs[runs["name"] == run]
+        if not len(row):
+            raise store.StoreError(f"no run named {run!r} in {self.path} "
+                                   f"(runs: {', '.join(runs['name']) or 'none'})")
+        row = row.iloc[0]
+        if row["kind"] != "trace":
+            traces = ", ".join(runs.loc[runs["kind"] == "trace", "name"]) or "none"
+            raise store.StoreError(f"run {row['name']!r} is of kind {row['kind']!r}, not a traced run "
+                                   f"(traced runs: {traces})")
+        return row
+
     def envelope(self, run: str | int | None = None) -> pd.DataFrame:
         """Envelope points (all envelope runs, or one): run, metric, file_size, procs_per_host, hosts, value, unit,
         repeat, tool, tool_version, config (JSON text), ok (bool), error, measured_at, id."""

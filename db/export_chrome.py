@@ -28,8 +28,6 @@ from mtcio.db import store as _store
 PROG = "mtcprof export"
 
 
-class ExportError(Exception):
-    pass
 
 
 def _us(ns: int) -> float | int:
@@ -61,15 +59,7 @@ def place(lanes: list, start: int, end: int) -> int:
 
 def chrome_trace(s, run, with_ops: bool = True) -> dict:
     """The Chrome-trace object for `run` of the open api.Store `s`."""
-    runs = s.runs()
-    row = runs[runs["name"] == run] if not isinstance(run, int) else runs[runs["id"] == run]
-    if not len(row):
-        raise ExportError(f"no run named {run!r} in {s.path} (runs: {', '.join(runs['name']) or 'none'})")
-    row = row.iloc[0]
-    if row["kind"] != "trace":
-        traces = ", ".join(runs.loc[runs["kind"] == "trace", "name"]) or "none"
-        raise ExportError(f"run {row['name']!r} is of kind {row['kind']!r}, not a traced run "
-                          f"(traced runs: {traces})")
+    row = s.trace_run(run)
     rid = int(row["id"])
     tasks = s.tasks(rid)
     ops = s.ops(rid) if with_ops else None
@@ -183,7 +173,7 @@ def main(args: argparse.Namespace) -> int:
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(trace, f, separators=(",", ":"))
             os.replace(tmp, args.output)
-    except (ExportError, _store.StoreError, OSError) as e:
+    except (_store.StoreError, OSError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 1
     o = trace["otherData"]

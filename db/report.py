@@ -25,8 +25,6 @@ from mtcio.db.logformat import HIST_BINS
 PROG = "mtcprof report"
 
 
-class ReportError(Exception):
-    """A problem with the input (missing db, unknown run ...): one line for the user."""
 
 
 # ---- formatting --------------------------------------------------------------------------------------------------
@@ -316,16 +314,7 @@ def _locality_rows(loc: pd.DataFrame, label_col: str) -> list[str]:
 
 def build_report(s, run, outdir: str, top: int = 20, db_path: str | None = None) -> str:
     """Write outdir/index.html (and the PNGs beside it) for `run` of the open api.Store `s`; returns the page's path."""
-    runs = s.runs()
-    row = runs[runs["name"] == run] if not isinstance(run, int) else runs[runs["id"] == run]
-    if not len(row):
-        names = ", ".join(runs["name"]) or "none"
-        raise ReportError(f"no run named {run!r} in {db_path or s.path} (runs: {names})")
-    row = row.iloc[0]
-    if row["kind"] != "trace":
-        traces = ", ".join(runs.loc[runs["kind"] == "trace", "name"]) or "none"
-        raise ReportError(f"run {row['name']!r} is of kind {row['kind']!r}, not a traced run "
-                          f"(traced runs: {traces})")
+    row = s.trace_run(run)
     name, rid = row["name"], int(row["id"])
     os.makedirs(outdir, exist_ok=True)
     made = _dt.datetime.now().astimezone()
@@ -539,7 +528,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with Store(args.db) as s:
             path = build_report(s, args.run, args.output, top=args.top, db_path=args.db)
-    except (ReportError, _store.StoreError) as e:
+    except _store.StoreError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 1
     except OSError as e:
