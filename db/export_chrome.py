@@ -28,8 +28,6 @@ from mtcio.db import store as _store
 PROG = "mtcprof export"
 
 
-
-
 def _us(ns: int) -> float | int:
     """ns -> µs, exact to the ns (3 decimals); an int when whole (shorter JSON)."""
     ns = int(ns)

@@ -25,8 +25,6 @@ from mtcio.db.logformat import HIST_BINS
 PROG = "mtcprof report"
 
 
-
-
 # ---- formatting --------------------------------------------------------------------------------------------------
 
 def fmt_bytes(n) -> str:
