@@ -7,6 +7,7 @@ for a truncated or corrupt log (its valid prefix is printed before).  Exit statu
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import sys
 
@@ -40,8 +41,12 @@ def dump(path: str, out, with_ops: bool = True) -> bool:
 
 def main(args: argparse.Namespace) -> int:
     ok = True
-    for path in args.logs:
-        ok &= dump(path, sys.stdout, not args.no_ops)
+    try:
+        for path in args.logs:
+            ok &= dump(path, sys.stdout, not args.no_ops)
+    except BrokenPipeError:  # `mtcprof dump LOG | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     if not ok:
         print("mtcprof dump: some logs are truncated or corrupt (see the error lines)", file=sys.stderr)
     return 0 if ok else 1

@@ -103,8 +103,9 @@ static const char *g_incl[MAX_PREFIX], *g_excl[MAX_PREFIX + 4];
 static size_t g_incl_len[MAX_PREFIX], g_excl_len[MAX_PREFIX + 4];
 static int g_nincl, g_nexcl;
 static char g_prefix_store[8192];
-static int g_argc;
-static char **g_argv;
+static char g_argvbuf[ARGV_MAX_BYTES];  /* argv as it was at start: programs may rewrite theirs */
+static size_t g_argvlen;
+static int g_argvtrunc;
 
 static struct ofd *g_fdtab[FD_MAX];
 static struct frec *g_frecs;          /* FREC_MAX records (lazily backed mmap) */
@@ -682,19 +683,22 @@ static void wb_mounts(void)
     }
     syscall(SYS_close, fd);
 }
-static void wb_argv(void)
+static void snapshot_argv(int argc, char **argv)
 {
-    char buf[ARGV_MAX_BYTES];
     size_t n = 0;
-    int trunc = 0;
-    for (int i = 0; g_argv && i < g_argc && g_argv[i]; i++) {
-        size_t l = s_len(g_argv[i]) + 1;
-        if (n + l > sizeof buf) { trunc = 1; break; }
-        memcpy(buf + n, g_argv[i], l);
+    for (int i = 0; argv && i < argc && argv[i]; i++) {
+        size_t l = s_len(argv[i]) + 1;
+        if (n + l > sizeof g_argvbuf) { g_argvtrunc = 1; break; }
+        memcpy(g_argvbuf + n, argv[i], l);
         n += l;
     }
-    wb_str(S_ARGV, buf, n);
-    if (trunc) wb_str(S_ARGV_TRUNCATED, "1", 1);
+    g_argvlen = n;
+}
+
+static void wb_argv(void)
+{
+    wb_str(S_ARGV, g_argvbuf, g_argvlen);
+    if (g_argvtrunc) wb_str(S_ARGV_TRUNCATED, "1", 1);
 }
 
 /* Write the log; returns 0 on success.  Only one writer ever runs (g_flushing). */
@@ -998,7 +1002,7 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     (void)envp;
     const char *dir = getenv("MTCPROF_DIR");
     if (!dir || !*dir) return;                  /* not configured: pure pass-through */
-    g_argc = argc; g_argv = argv;
+    snapshot_argv(argc, argv);
     int saved = errno;
     g_pid = (pid_t)syscall(SYS_getpid);
     if (syscall(SYS_getcwd, g_cwd, sizeof g_cwd) < 0) g_cwd[0] = 0;

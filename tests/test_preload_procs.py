@@ -121,3 +121,10 @@ def test_killed_by_sigterm_from_outside(tmp_path):
     (log,) = logs(str(logdir))
     assert log.complete and log.process["ended_by"] == "signal" and log.process["signal"] == signal.SIGTERM
     assert log.file_by_path(str(out))["bytes_written"] == 10
+
+
+def test_argv_is_recorded_as_the_program_started(tmp_path):
+    # GNU getopt permutes argv in place; the log must show the command line as given
+    run(["sh", "-c", "echo x | head -3 >/dev/null; echo y | sort -r -k1 >/dev/null"], logdir=str(tmp_path))
+    argvs = sorted(log.process["argv"] for log in logs(str(tmp_path)) if log.process["argv"][0] != "sh")
+    assert argvs == [["head", "-3"], ["sort", "-r", "-k1"]]
