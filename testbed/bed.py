@@ -231,7 +231,7 @@ def down(log=print):
         for d in layout.MOUNT_ROOT.iterdir():
             if not gfarm.is_mounted(d):
                 step(d.rmdir)
-    for sub in ("hosts", "gfarm", "ssh", "postgres", "log"):
+    for sub in ("hosts", "gfarm", "ssh", "pgconfig", "log"):
         shutil.rmtree(layout.STATE_DIR / sub, ignore_errors=True)
     state.clear()
     left = network.our_namespaces() + network.our_links() + [m for m, _ in gfarm.mounts()]

@@ -156,8 +156,8 @@ def _nothing_left():
         if re.search(rf"^Uid:\s+{uid}\b", st, re.M) and not re.search(r"^State:\s+Z", st, re.M):
             left.append(f"process {pid} {open(f'/proc/{pid}/cmdline').read()!r}")
     left += [f"dir {d}" for d in os.listdir("/tmp") if d.startswith(".gfarm-gfsd")]
-    if os.path.exists("/var/lib/mtcbed/state.json"):
-        left.append("state.json")
+    if os.path.isdir("/var/lib/mtcbed"):  # the user's home stays; all state goes
+        left += [f"state {d}" for d in os.listdir("/var/lib/mtcbed") if d != "home"]
     return left
 
 
