@@ -1438,32 +1438,22 @@ EXPORT ssize_t copy_file_range(int in, off64_t *pin, int out, off64_t *pout, siz
     RESTORE_ERRNO;
     return r;
 }
-DECL(ssize_t, sendfile, (int, int, off_t *, size_t));
-DECL(ssize_t, sendfile64, (int, int, off64_t *, size_t));
-EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
-{
-    RESOLVE(sendfile);
-    if (!g_on || (!fd_ofd(in) && !fd_ofd(out))) return real_sendfile(out, in, off, n);
-    uint64_t t0 = NOW();
-    ssize_t r = real_sendfile(out, in, off, n);
-    uint64_t t1 = NOW();
-    SAVE_ERRNO;
-    rec_copy(in, out, (int64_t *)off, NULL, r, t0, t1, saved_errno_);
-    RESTORE_ERRNO;
-    return r;
-}
-EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
-{
-    RESOLVE(sendfile64);
-    if (!g_on || (!fd_ofd(in) && !fd_ofd(out))) return real_sendfile64(out, in, off, n);
-    uint64_t t0 = NOW();
-    ssize_t r = real_sendfile64(out, in, off, n);
-    uint64_t t1 = NOW();
-    SAVE_ERRNO;
-    rec_copy(in, out, (int64_t *)off, NULL, r, t0, t1, saved_errno_);
-    RESTORE_ERRNO;
-    return r;
-}
+#define SENDFILE_WRAP(name, OFFT)                                                                              \
+    DECL(ssize_t, name, (int, int, OFFT *, size_t));                                                           \
+    EXPORT ssize_t name(int out, int in, OFFT *off, size_t n)                                                  \
+    {                                                                                                          \
+        RESOLVE(name);                                                                                         \
+        if (!g_on || (!fd_ofd(in) && !fd_ofd(out))) return real_##name(out, in, off, n);                       \
+        uint64_t t0 = NOW();                                                                                   \
+        ssize_t r = real_##name(out, in, off, n);                                                              \
+        uint64_t t1 = NOW();                                                                                   \
+        SAVE_ERRNO;                                                                                            \
+        rec_copy(in, out, (int64_t *)off, NULL, r, t0, t1, saved_errno_);                                      \
+        RESTORE_ERRNO;                                                                                         \
+        return r;                                                                                              \
+    }
+SENDFILE_WRAP(sendfile, off_t)
+SENDFILE_WRAP(sendfile64, off64_t)
 
 /* lseek */
 #define SEEK_WRAP(name, OFFT)                                                                                  \

@@ -1,5 +1,6 @@
 """Exact per-file counters and op trace for a scripted C program (tests/preload_progs/scripted.c)."""
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -114,3 +115,16 @@ def test_attribution_from_environment(tmp_path):
     assert name == f"node9.{p['pid']}.{p['start_ns']}.mtclog"
     assert oct(os.stat(log.path).st_mode & 0o777) == "0o600"
     assert os.listdir(os.path.dirname(log.path)) == [name]        # no temp file left
+
+
+def test_sendfile_counts_a_read_and_a_write(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.write_bytes(os.urandom(12345))
+    code = ("import os; s = os.open(%r, os.O_RDONLY); d = os.open(%r, os.O_WRONLY | os.O_CREAT, 0o600); "
+            "assert os.sendfile(d, s, 100, 20000) == 12245" % (str(src), str(dst)))
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    run([sys.executable, "-c", code], logdir=str(logdir))
+    (log,) = logs(str(logdir))
+    assert log.file_by_path(str(src))["bytes_read"] == 12245
+    assert log.file_by_path(str(dst))["bytes_written"] == 12245
