@@ -13,7 +13,6 @@ examples:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time

@@ -4,7 +4,6 @@ import os
 import pwd
 import shutil
 import signal
-import subprocess
 import time
 
 from . import gfarm, layout, network, state
@@ -138,8 +137,8 @@ def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse
         st["phase"] = "up"
         st["up_seconds"] = round(time.monotonic() - t0, 3)
         state.save(st)
-    except BaseException as e:
-        log(f"mtcbed: bring-up failed, tearing down what was built")
+    except BaseException:
+        log("mtcbed: bring-up failed, tearing down what was built")
         down(log=lambda *a: None)
         raise
     return st

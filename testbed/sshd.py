@@ -16,25 +16,22 @@ def _user_ssh_dir():
     return d
 
 
-def _keys():
+def _keys(user_dir):
     SSH_DIR.mkdir(parents=True, exist_ok=True)
     hostkey = SSH_DIR / "ssh_host_ed25519_key"
     if not hostkey.exists():
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "mtcbed-host", "-f", str(hostkey)])
-    user_dir = _user_ssh_dir()
     ident = user_dir / "id_ed25519"
     if not ident.exists():
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "mtcbed", "-f", str(ident)])
     return hostkey, ident
 
 
-def _client_files(hosts, hostkey, ident):
-    user_dir = _user_ssh_dir()
-    pub = (str(ident) + ".pub")
-    (user_dir / "authorized_keys").write_text(open(pub).read())
-    patterns = ",".join([f"{h['name']},{h['addr']}" for h in hosts])
-    (user_dir / "known_hosts").write_text(f"{patterns} {open(str(hostkey) + '.pub').read().split(' ', 2)[0]} "
-                                          f"{open(str(hostkey) + '.pub').read().split()[1]}\n")
+def _client_files(user_dir, hosts, hostkey, ident):
+    (user_dir / "authorized_keys").write_text(open(f"{ident}.pub").read())
+    kind, key = open(f"{hostkey}.pub").read().split()[:2]
+    patterns = ",".join(f"{h['name']},{h['addr']}" for h in hosts)
+    (user_dir / "known_hosts").write_text(f"{patterns} {kind} {key}\n")
     (user_dir / "config").write_text(
         f"Host {layout.NODE_PREFIX}*\n  IdentityFile {ident}\n  StrictHostKeyChecking yes\n"
         "  BatchMode yes\n  LogLevel ERROR\n")
@@ -45,8 +42,9 @@ def _client_files(hosts, hostkey, ident):
 
 
 def start_all(hosts):
-    hostkey, ident = _keys()
-    _client_files(hosts, hostkey, ident)
+    user_dir = _user_ssh_dir()
+    hostkey, ident = _keys(user_dir)
+    _client_files(user_dir, hosts, hostkey, ident)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
     for h in hosts:
         d = layout.host_dir(h["name"])

@@ -6,11 +6,9 @@ import fcntl
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
 MTCBED = [sys.executable, "-m", "mtcio.testbed.cli"]
 TESTBED_NODES = 4
 

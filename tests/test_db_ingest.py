@@ -1,9 +1,6 @@
 """mtcprof ingest on logs written by the real shim: exact rows and counters, tasks, idempotence, bad logs."""
-import json
 import os
-import shutil
 import sqlite3
-import stat
 import subprocess
 import sys
 

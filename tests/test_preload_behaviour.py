@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from montage_inputs import make_inputs
-from mtcio.preload.testing import LIB, env_for, logs, nonzero, prog, run
+from mtcio.preload.testing import env_for, logs, prog, run
 
 
 def _fresh(p):

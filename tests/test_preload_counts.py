@@ -3,7 +3,6 @@ import os
 import sys
 
 import numpy as np
-import pytest
 
 from mtcio.db.logformat import OP_CODES
 from mtcio.preload.testing import logs, nonzero, prog, run

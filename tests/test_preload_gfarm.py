@@ -4,7 +4,6 @@ import os
 import shutil
 import tempfile
 
-import numpy as np
 import pytest
 
 from montage_inputs import make_inputs

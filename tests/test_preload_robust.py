@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from mtcio.preload.testing import logs, prog, run
+from mtcio.preload.testing import prog, run
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a tmpfs")
 

@@ -2,7 +2,6 @@
 import hashlib
 import os
 import re
-import socket
 import subprocess
 import time
 
