@@ -98,7 +98,9 @@ static uint32_t g_origin;
 static uint64_t g_parent_start_ns;
 static char g_dir[PATH_MAX];
 static char g_host[256], g_run[256], g_task[256], g_stage[256], g_cwd[PATH_MAX], g_cwd0[PATH_MAX];
-static char g_incl_raw[4096], g_excl_raw[4096];
+static size_t g_cwd_len;
+static char g_incl_raw[4096], g_excl_raw[4096], g_mounts_raw[4096];
+static int g_mounts_given;           /* MTCPROF_GFARM_MOUNTS set: the launcher listed the gfarm2fs mounts */
 static const char *g_incl[MAX_PREFIX], *g_excl[MAX_PREFIX + 4];
 static size_t g_incl_len[MAX_PREFIX], g_excl_len[MAX_PREFIX + 4];
 static int g_nincl, g_nexcl;
@@ -398,9 +400,25 @@ static size_t norm_inplace(char *p)
     p[o] = 0;
     return o;
 }
-static struct ofd *fd_ofd(int fd)
+/* already normalised (no "//", "/.", trailing "/"): nearly every path a program passes */
+static inline int is_normal(const char *p, size_t n)
 {
-    return LIKELY((unsigned)fd < FD_MAX) ? __atomic_load_n(&g_fdtab[fd], __ATOMIC_ACQUIRE) : NULL;
+    if (n == 0 || p[0] != '/' || (n > 1 && p[n - 1] == '/')) return 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (p[i] == '/' && (p[i + 1] == '/' || p[i + 1] == '.')) return 0;
+    return 1;
+}
+/* g_fdtab entries: NULL = not looked at yet, FD_NONE = not a traced file (pipe, socket, excluded path...),
+ * else the open file description.  An fd the shim did not see opened (inherited over exec, or opened by a route
+ * that is not wrapped) is adopted at its first use, so start-up does not have to walk /proc/self/fd. */
+#define FD_NONE ((struct ofd *)1)
+static struct ofd *fd_adopt(int fd);
+static inline struct ofd *fd_ofd(int fd)
+{
+    if (UNLIKELY((unsigned)fd >= FD_MAX)) return NULL;
+    struct ofd *o = __atomic_load_n(&g_fdtab[fd], __ATOMIC_ACQUIRE);
+    if (LIKELY(o > FD_NONE)) return o;
+    return o ? NULL : fd_adopt(fd);
 }
 /* absolute normalised path of (dirfd, path) into out[PATH_MAX]; 0 on failure */
 static size_t abs_path(int dirfd, const char *path, char *out)
@@ -409,7 +427,7 @@ static size_t abs_path(int dirfd, const char *path, char *out)
     size_t n = s_len(path), bl = 0;
     if (path[0] != '/') {
         if (dirfd == AT_FDCWD) {
-            bl = s_len(g_cwd);
+            bl = g_cwd_len;
             if (bl + 1 + n + 1 > PATH_MAX) return 0;
             memcpy(out, g_cwd, bl);
         } else {
@@ -428,7 +446,12 @@ static size_t abs_path(int dirfd, const char *path, char *out)
         out[bl++] = '/';
     } else if (n + 1 > PATH_MAX) return 0;
     memcpy(out + bl, path, n + 1);
-    return norm_inplace(out);
+    return is_normal(out, bl + n) ? bl + n : norm_inplace(out);
+}
+static void cwd_update(void)
+{
+    if (syscall(SYS_getcwd, g_cwd, sizeof g_cwd) < 0) g_cwd[0] = 0;
+    g_cwd_len = s_len(g_cwd);
 }
 static int prefix_match(const char *p, size_t pl, const char *pre, size_t n)
 {
@@ -520,7 +543,7 @@ static struct ofd *ofd_new(struct frec *f, int64_t pos)
 }
 static void ofd_put(struct ofd *o)
 {
-    if (!o || __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL)) return;
+    if (o <= FD_NONE || __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL)) return;
     uint32_t idx = (uint32_t)(o - g_ofds);
     uint64_t h = __atomic_load_n(&g_ofd_free, __ATOMIC_ACQUIRE);
     do {
@@ -537,7 +560,37 @@ static struct ofd *fd_take(int fd)
 {
     if ((unsigned)fd >= FD_MAX) return NULL;
     if (!__atomic_load_n(&g_fdtab[fd], __ATOMIC_RELAXED)) return NULL;
-    return __atomic_exchange_n(&g_fdtab[fd], NULL, __ATOMIC_ACQ_REL);
+    struct ofd *o = __atomic_exchange_n(&g_fdtab[fd], NULL, __ATOMIC_ACQ_REL);
+    return o == FD_NONE ? NULL : o;
+}
+/* first use of an fd the shim did not see opened: a regular file gets a record (flag inherited) under the path
+ * /proc/self/fd gives, anything else is marked FD_NONE.  A closed fd is left unmarked. */
+static struct ofd *fd_adopt(int fd)
+{
+    int saved = errno;
+    struct stat st;
+    struct ofd *o = FD_NONE;
+    if (syscall(SYS_fstat, fd, &st)) { errno = saved; return NULL; }
+    if (S_ISREG(st.st_mode)) {
+        char lnk[64] = "/proc/self/fd/", path[PATH_MAX];
+        u64_str(lnk + 14, (uint64_t)fd);
+        long r = syscall(SYS_readlinkat, AT_FDCWD, lnk, path, PATH_MAX - 1);
+        if (r > 0 && path[0] == '/') {
+            path[r] = 0;
+            size_t pl = norm_inplace(path);
+            struct frec *f = excluded(path, pl) ? NULL : frec_get(path, pl, FF_INHERITED);
+            long pos = f ? syscall(SYS_lseek, fd, 0, SEEK_CUR) : -1;
+            struct ofd *n = f ? ofd_new(f, pos < 0 ? -1 : pos) : NULL;
+            if (n) o = n;
+        }
+    }
+    struct ofd *cur = NULL;
+    if (!__atomic_compare_exchange_n(&g_fdtab[fd], &cur, o, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        ofd_put(o);            /* another thread adopted (or opened) it first */
+        o = cur;
+    }
+    errno = saved;
+    return o > FD_NONE ? o : NULL;
 }
 
 /* register a successful open of (dirfd, path) as fd */
@@ -545,14 +598,14 @@ static void reg_open(int fd, int dirfd, const char *path, int oflags, int create
                      uint32_t ff)
 {
     struct frec *f = frec_at(dirfd, path, ff | (created ? FF_CREATED : 0));
-    if (!f) { ofd_put(fd_take(fd)); return; }
+    if (!f) { fd_install(fd, FD_NONE); return; }
     int64_t pos = 0;
     if (oflags & O_APPEND) {
         struct stat st;
         pos = syscall(SYS_fstat, fd, &st) == 0 ? (int64_t)st.st_size : -1;
     }
     struct ofd *o = ofd_new(f, pos);
-    if (o) fd_install(fd, o); else ofd_put(fd_take(fd));
+    fd_install(fd, o ? o : FD_NONE);
     ADD(CTR(f, C_OPENS), 1);
     if (created) ADD(CTR(f, C_CREATES), 1);
     ADD(CTR(f, C_T_OPEN), t1 - t0);
@@ -786,7 +839,14 @@ static int write_log(uint32_t ended_by)
     if (g_incl_raw[0]) wb_str(S_INCLUDE, g_incl_raw, s_len(g_incl_raw));
     if (g_excl_raw[0]) wb_str(S_EXCLUDE, g_excl_raw, s_len(g_excl_raw));
     wb_str(S_SHIM_VERSION, SHIM_VERSION, sizeof SHIM_VERSION - 1);
-    wb_mounts();
+    if (g_mounts_given) {
+        for (const char *m = g_mounts_raw; *m;) {
+            const char *e = strchr(m, ':');
+            size_t l = e ? (size_t)(e - m) : s_len(m);
+            if (l) wb_str(S_GFARM_MOUNT, m, l);
+            m += l + (e != NULL);
+        }
+    } else wb_mounts();
 
     for (uint32_t i = 0; i < nfrec; i++) {
         const struct frec *f = &g_frecs[i];
@@ -901,39 +961,6 @@ static void time_base(void)
     g_tick0 = g_mono0;
 #endif
 }
-/* register fds that are open at start (redirections, inherited files) */
-static void scan_inherited(void)
-{
-    int dfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return;
-    char buf[4096];
-    for (;;) {
-        long n = syscall(SYS_getdents64, dfd, buf, sizeof buf);
-        if (n <= 0) break;
-        for (long off = 0; off < n;) {
-            struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[]; } *d = (void *)(buf + off);
-            off += d->reclen;
-            if (d->name[0] < '0' || d->name[0] > '9') continue;
-            int fd = atoi(d->name);
-            if (fd == dfd || fd >= FD_MAX) continue;
-            struct stat st;
-            if (syscall(SYS_fstat, fd, &st) || !S_ISREG(st.st_mode)) continue;
-            char lnk[64] = "/proc/self/fd/", path[PATH_MAX];
-            u64_str(lnk + 14, (uint64_t)fd);
-            long r = syscall(SYS_readlinkat, AT_FDCWD, lnk, path, PATH_MAX - 1);
-            if (r <= 0 || path[0] != '/') continue;
-            path[r] = 0;
-            size_t pl = norm_inplace(path);
-            if (excluded(path, pl)) continue;
-            struct frec *f = frec_get(path, pl, FF_INHERITED);
-            if (!f) continue;
-            long pos = syscall(SYS_lseek, fd, 0, SEEK_CUR);
-            struct ofd *o = ofd_new(f, pos < 0 ? -1 : pos);
-            if (o) fd_install(fd, o);
-        }
-    }
-    syscall(SYS_close, dfd);
-}
 static const int g_fatal[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGPIPE,
                               SIGXCPU, SIGXFSZ, SIGUSR1, SIGUSR2, SIGALRM};
 static void on_fatal(int sig)
@@ -991,6 +1018,16 @@ static void atfork_child(void)
     g_exit_status = -1; g_ended_by = 0; g_signal = 0;
     g_flushing = 0;
 }
+/* one call checks the log folder: "<dir>/." resolves only if dir is a directory (else ENOTDIR) */
+static int dir_writable(const char *d)
+{
+    char p[PATH_MAX + 4];
+    size_t n = s_len(d);
+    if (n + 3 > sizeof p) return -1;
+    memcpy(p, d, n);
+    memcpy(p + n, "/.", 3);
+    return (int)syscall(SYS_faccessat, AT_FDCWD, p, W_OK | X_OK, 0);
+}
 static const char *env_or(const char *name, const char *dflt)
 {
     const char *v = getenv(name);
@@ -1005,15 +1042,20 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     snapshot_argv(argc, argv);
     int saved = errno;
     g_pid = (pid_t)syscall(SYS_getpid);
-    if (syscall(SYS_getcwd, g_cwd, sizeof g_cwd) < 0) g_cwd[0] = 0;
+    cwd_update();
     s_cpy(g_cwd0, g_cwd, sizeof g_cwd0);
     if (dir[0] == '/') s_cpy(g_dir, dir, sizeof g_dir);
     else { s_cpy(g_dir, g_cwd, sizeof g_dir); size_t l = s_len(g_dir); g_dir[l] = '/'; s_cpy(g_dir + l + 1, dir, sizeof g_dir - l - 1); }
     norm_inplace(g_dir);
-    struct stat st;
-    if (syscall(SYS_stat, g_dir, &st) < 0) { warn_once("log folder missing", g_dir, errno); errno = saved; return; }
-    if (!S_ISDIR(st.st_mode)) { warn_once("log folder is not a directory", g_dir, ENOTDIR); errno = saved; return; }
-    if (syscall(SYS_faccessat, AT_FDCWD, g_dir, W_OK | X_OK, 0) < 0) { warn_once("log folder not writable", g_dir, errno); errno = saved; return; }
+    if (dir_writable(g_dir) < 0) {   /* on failure, find out which problem to name */
+        int err = errno;
+        struct stat st;
+        if (syscall(SYS_stat, g_dir, &st) < 0) warn_once("log folder missing", g_dir, errno);
+        else if (!S_ISDIR(st.st_mode)) warn_once("log folder is not a directory", g_dir, ENOTDIR);
+        else warn_once("log folder not writable", g_dir, err);
+        errno = saved;
+        return;
+    }
 
     const char *h = getenv("MTCPROF_HOST");
     if (h && *h) s_cpy(g_host, h, sizeof g_host);
@@ -1024,6 +1066,8 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     s_cpy(g_stage, env_or("MTCPROF_STAGE", ""), sizeof g_stage);
     s_cpy(g_incl_raw, env_or("MTCPROF_INCLUDE", ""), sizeof g_incl_raw);
     s_cpy(g_excl_raw, env_or("MTCPROF_EXCLUDE", ""), sizeof g_excl_raw);
+    const char *gm = getenv("MTCPROF_GFARM_MOUNTS");
+    if (gm) { g_mounts_given = 1; s_cpy(g_mounts_raw, gm, sizeof g_mounts_raw); }
     char *store = g_prefix_store, *store_end = g_prefix_store + sizeof g_prefix_store;
     static const char *dflt[] = {"/proc", "/sys", "/dev"};
     for (int i = 0; i < 3; i++) { g_excl[g_nexcl] = dflt[i]; g_excl_len[g_nexcl++] = s_len(dflt[i]); }
@@ -1046,7 +1090,6 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     g_ofds = arena(sizeof(struct ofd) * OFD_MAX);
     if (!g_frecs || !g_cold || !g_bkt || !g_paths || !g_ofds) { warn_once("cannot reserve memory", "", ENOMEM); errno = saved; return; }
     time_base();
-    scan_inherited();
     install_signals();
     pthread_atfork(NULL, NULL, atfork_child);
     __atomic_store_n(&g_on, 1, __ATOMIC_RELEASE);
@@ -1304,7 +1347,7 @@ static void rec_dup(int oldfd, int newfd, uint64_t t0, uint64_t t1)
 {
     struct ofd *o = fd_ofd(oldfd);
     if (oldfd == newfd) return;
-    if (!o) { ofd_put(fd_take(newfd)); return; }   /* newfd now refers to something untracked */
+    if (!o) { fd_install(newfd, FD_NONE); return; }   /* newfd now refers to something untracked */
     __atomic_fetch_add(&o->refs, 1, __ATOMIC_ACQ_REL);
     fd_install(newfd, o);
     ADD(CTR(o->f, C_DUPS), 1);
@@ -1650,14 +1693,14 @@ EXPORT int chdir(const char *p)
 {
     RESOLVE(chdir);
     int r = real_chdir(p);
-    if (g_on && r == 0) { SAVE_ERRNO; if (syscall(SYS_getcwd, g_cwd, sizeof g_cwd) < 0) g_cwd[0] = 0; RESTORE_ERRNO; }
+    if (g_on && r == 0) { SAVE_ERRNO; cwd_update(); RESTORE_ERRNO; }
     return r;
 }
 EXPORT int fchdir(int fd)
 {
     RESOLVE(fchdir);
     int r = real_fchdir(fd);
-    if (g_on && r == 0) { SAVE_ERRNO; if (syscall(SYS_getcwd, g_cwd, sizeof g_cwd) < 0) g_cwd[0] = 0; RESTORE_ERRNO; }
+    if (g_on && r == 0) { SAVE_ERRNO; cwd_update(); RESTORE_ERRNO; }
     return r;
 }
 
