@@ -1,9 +1,9 @@
-"""Fast path of the log reader for ingest: complete, well-formed format-v1 logs straight to row values.
+"""Fast path of the log reader for ingest: complete, well-formed format-v2 logs straight to row values.
 
 db/logformat.py is the reference reader (and the one `mtcprof dump` uses).  This module reads the same layout
 without building per-file dicts, flag-name lists or numpy arrays, which makes ingest ~3x faster.  Anything
 unusual (truncation, corruption, other byte order or version, non-standard counter/bin counts) returns None and
-ingest falls back to logformat.read_log, which gives the exact error and the valid prefix.
+ingest falls back to logformat.read_log, which gives the exact error and the valid prefix (and reads v1 logs).
 tests/test_db_fastlog.py checks that both readers agree on real shim logs.
 """
 from __future__ import annotations
@@ -15,15 +15,23 @@ from mtcio.db import logformat as lf
 _HDR = struct.Struct("<8sHHIQ")
 _REC = struct.Struct("<HHI")
 _PROC = struct.Struct("<" + lf._PROC_FMT)
-_FILEH = struct.Struct("<IIIIQ")
+_FILEH = struct.Struct("<IHHIBBHQQ")
 _II = struct.Struct("<II")
 _NSLOTS = lf.NBINS * 2 + len(lf.COUNTERS)
-_STD_CN = len(lf.COUNTERS) | (lf.NBINS << 16)
-_QS = [struct.Struct("<%dQ" % n) for n in range(_NSLOTS + 1)]
+_NC = len(lf.COUNTERS)
+_FIRST, _LAST = lf.COUNTERS.index("first_open_ns"), lf.COUNTERS.index("last_close_ns")
 _ZERO = (0,) * _NSLOTS
+_LAYOUTS: dict = {}     # (mask, wide) -> (Struct of the values, their slots): few distinct ones per workload
+
+
+def _layout(mask: int, wide: int):
+    slots = [k for k in range(_NSLOTS) if mask >> k & 1]
+    lay = (struct.Struct("<" + "".join("Q" if wide >> k & 1 else "I" for k in slots)), slots)
+    _LAYOUTS[(mask, wide)] = lay
+    return lay
 _ENDED_BY = lf.ENDED_BY
 _ORIGIN = lf.ORIGIN
-_R_PROC, _R_STR, _R_FILE, _R_OPS, _R_END = lf.R_PROC, lf.R_STR, lf.R_FILE, lf.R_OPS, lf.R_END
+_R_PROC, _R_STR, _R_FILE, _R_OPS, _R_DIR, _R_END = lf.R_PROC, lf.R_STR, lf.R_FILE, lf.R_OPS, lf.R_DIR, lf.R_END
 _STR_KEYS = lf.STR_KEYS
 
 
@@ -48,6 +56,8 @@ def parse(buf: bytes) -> Parsed | None:
         return None
     out = Parsed()
     off, nrec = hsize, 0
+    dirs: dict = {}
+    start = 0
     rec = _REC.unpack_from
     while off + 8 <= n:
         rtype, _f, length = rec(buf, off)
@@ -56,27 +66,27 @@ def parse(buf: bytes) -> Parsed | None:
         if end > n or length & 7:
             return None
         if rtype == _R_FILE:
-            fid, flags, plen, cn, mask = _FILEH.unpack_from(buf, p)
-            if cn != _STD_CN or mask >> _NSLOTS:
+            fid, flags, nlen, did, nc, nb, _r, mask, wide = _FILEH.unpack_from(buf, p)
+            if nc != _NC or nb != lf.NBINS or mask >> _NSLOTS or wide & ~mask:
                 return None
-            nv = mask.bit_count()
-            if 24 + 8 * nv + plen > length:
+            lay = _LAYOUTS.get((mask, wide)) or _layout(mask, wide)
+            st, slots = lay
+            ns = p + 32 + st.size
+            if ns + nlen > end or did not in dirs:
                 return None
-            packed = _QS[nv].unpack_from(buf, p + 24)
-            if nv == 0:
-                vals = _ZERO
-            else:
-                v = [0] * _NSLOTS
-                i = 0
-                m = mask
-                while m:
-                    low = m & -m
-                    v[low.bit_length() - 1] = packed[i]
-                    i += 1
-                    m ^= low
-                vals = v
-            ps = p + 24 + 8 * nv
-            out.files.append((fid, flags, buf[ps:ps + plen].decode("utf-8", "surrogateescape"), vals))
+            v = list(_ZERO)
+            for k, x in zip(slots, st.unpack_from(buf, p + 32)):
+                v[k] = x
+            if v[_FIRST] or mask >> _FIRST & 1:
+                v[_FIRST] += start
+            if v[_LAST] or mask >> _LAST & 1:
+                v[_LAST] += start
+            out.files.append((fid, flags, dirs[did] + "/" + buf[ns:ns + nlen].decode("utf-8", "surrogateescape"), v))
+        elif rtype == _R_DIR:
+            did, dlen = _II.unpack_from(buf, p)
+            if 8 + dlen > length:
+                return None
+            dirs[did] = buf[p + 8:p + 8 + dlen].decode("utf-8", "surrogateescape")
         elif rtype == _R_STR:
             key, slen = _II.unpack_from(buf, p)
             if 8 + slen > length:
@@ -94,6 +104,7 @@ def parse(buf: bytes) -> Parsed | None:
             if length < _PROC.size:
                 return None
             out.proc = _PROC.unpack_from(buf, p)
+            start = out.proc[4]     # start_ns: v2 FILE timestamps are relative to it
         elif rtype == _R_OPS:
             count, osize = struct.unpack_from("<IH", buf, p)
             if osize != lf.OP_SIZE or 8 + count * osize != length:

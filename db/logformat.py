@@ -1,4 +1,4 @@
-"""Reader of mtcprof shim logs (format version 1, see preload/FORMAT.md).
+"""Reader of mtcprof shim logs (format versions 1 and 2, see preload/FORMAT.md; the shim writes 2).
 
     log = read_log(path)          # -> MtcLog; never raises for truncation/corruption when strict=False
     log.process                   # dict: pid, ppid, host, task, argv, start_ns, end_ns, gfarm_mounts, ...
@@ -18,13 +18,15 @@ from typing import Iterator
 
 import numpy as np
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 MAGIC = b"MTCPLOG\0"
 HEADER_SIZE = 32
 BOM = 0x01020304
 
-R_PROC, R_STR, R_FILE, R_OPS, R_END = 1, 2, 3, 4, 15
-RECORD_NAMES = {R_PROC: "process", R_STR: "string", R_FILE: "file", R_OPS: "ops", R_END: "end"}
+R_PROC, R_STR, R_FILE, R_OPS, R_DIR, R_END = 1, 2, 3, 4, 5, 15
+RECORD_NAMES = {R_PROC: "process", R_STR: "string", R_FILE: "file", R_OPS: "ops", R_DIR: "dir", R_END: "end"}
+FILE2_HEAD = 32          # v2 FILE record: fixed part before the values
 
 STR_KEYS = {1: "host", 2: "run", 3: "task", 4: "stage", 5: "exe", 6: "argv", 7: "cwd", 8: "gfarm_mounts",
             9: "log_dir", 10: "include", 11: "exclude", 12: "shim_version", 13: "argv_truncated"}
@@ -109,15 +111,16 @@ def iter_records(buf, path: str | None = None) -> Iterator[tuple]:
     if bo is None:
         raise LogError("bad byte-order mark", 12, path)
     version, hsize = struct.unpack_from(bo + "HH", buf, 8)
-    if version != FORMAT_VERSION:
-        raise LogError("unsupported format version %d (reader knows %d)" % (version, FORMAT_VERSION), 8, path)
+    if version not in READABLE_VERSIONS:
+        raise LogError("unsupported format version %d (reader knows %s)" % (version, ", ".join(map(str, READABLE_VERSIONS))),
+                       8, path)
     off = hsize
     hdr = struct.Struct(bo + "HHI")
     while off < n:
         if off + 8 > n:
             raise LogError("truncated record header", off, path)
         rtype, _rflags, length = hdr.unpack_from(buf, off)
-        if rtype not in RECORD_NAMES:
+        if rtype not in RECORD_NAMES or (rtype == R_DIR and version < 2):
             raise LogError("unknown record type %d" % rtype, off, path)
         if length % 8:
             raise LogError("record length %d not a multiple of 8" % length, off, path)
@@ -138,10 +141,14 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
     log = MtcLog(path=path)
     ops_chunks = []
     strings: dict = {}
+    dirs: dict = {}
+    version = None
     nrec = 0
     try:
         for rtype, p, length, bo in iter_records(buf, path):
             log.byteorder = bo
+            if version is None:
+                version = struct.unpack_from(bo + "H", buf, 8)[0]
             if rtype == R_PROC:
                 if length < PROC_SIZE:
                     raise LogError("short process record", p - 8, path)
@@ -164,6 +171,13 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
                     strings.setdefault("gfarm_mounts", []).append(raw.decode("utf-8", "surrogateescape"))
                 else:
                     strings[name] = raw.decode("utf-8", "surrogateescape")
+            elif rtype == R_DIR:
+                did, dlen = struct.unpack_from(bo + "II", buf, p)
+                if 8 + dlen > length:
+                    raise LogError("dir longer than its record", p - 8, path)
+                dirs[did] = bytes(buf[p + 8:p + 8 + dlen]).decode("utf-8", "surrogateescape")
+            elif rtype == R_FILE and version >= 2:
+                log.files.append(_file_v2(buf, p, length, bo, dirs, path))
             elif rtype == R_FILE:
                 fid, flags, plen, cn = struct.unpack_from(bo + "IIII", buf, p)
                 nc, nb = cn & 0xFFFF, cn >> 16
@@ -207,11 +221,49 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
         log.created_ns = struct.unpack_from(log.byteorder + "Q", buf, 16)[0]
     log.process.update(strings)
     log.process.setdefault("gfarm_mounts", [])
+    start = log.process.get("start_ns", 0)
+    for rec in log.files:       # v2 stores the two timestamps relative to the image's start
+        for k in rec.pop("_relative", ()):
+            rec[k] += start
     if ops_chunks:
         ops = np.concatenate(ops_chunks) if len(ops_chunks) > 1 else ops_chunks[0].copy()
         log.ops = ops.astype(OP_DTYPE, copy=False)
     del ops_chunks
     return log
+
+
+_FIRST, _LAST = COUNTERS.index("first_open_ns"), COUNTERS.index("last_close_ns")
+
+
+def _file_v2(buf, p: int, length: int, bo: str, dirs: dict, path) -> dict:
+    fid, flags, nlen, did, nc, nb, _r, mask, wide = struct.unpack_from(bo + "IHHIBBHQQ", buf, p)
+    nslots = nc + 2 * nb
+    if nslots > 64 or mask >> nslots or wide & ~mask:
+        raise LogError("bad file record slot masks", p - 8, path)
+    if did not in dirs:
+        raise LogError("file record names unknown dir %d" % did, p - 8, path)
+    fmt, i = bo, 0
+    for slot in range(nslots):
+        if mask >> slot & 1:
+            fmt += "Q" if wide >> slot & 1 else "I"
+    size = struct.calcsize(fmt)
+    if FILE2_HEAD + size + nlen > length:
+        raise LogError("file record shorter than its counters and name", p - 8, path)
+    packed = struct.unpack_from(fmt, buf, p + FILE2_HEAD)
+    vals = [0] * nslots
+    for slot in range(nslots):
+        if mask >> slot & 1:
+            vals[slot] = packed[i]
+            i += 1
+    ns = p + FILE2_HEAD + size
+    name = bytes(buf[ns:ns + nlen]).decode("utf-8", "surrogateescape")
+    rec = {"id": fid, "path": dirs[did] + "/" + name, "flags": _flags(flags, FILE_FLAGS)}
+    for i, cname in enumerate(COUNTERS[:nc]):
+        rec[cname] = vals[i]
+    rec["_relative"] = [COUNTERS[s] for s in (_FIRST, _LAST) if s < nc and mask >> s & 1]
+    rec["hist_read"] = list(vals[nc:nc + nb])
+    rec["hist_write"] = list(vals[nc + nb:nc + 2 * nb])
+    return rec
 
 
 def read_log(path: str | os.PathLike, strict: bool = False) -> MtcLog:

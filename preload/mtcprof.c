@@ -40,7 +40,7 @@
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define TLS __thread __attribute__((tls_model("initial-exec")))
-#define SHIM_VERSION "mtcprof-shim 1.0 (log format 1)"
+#define SHIM_VERSION "mtcprof-shim 1.1 (log format 2)"
 
 /* ---------------------------------------------------------------- sizes */
 #define FD_MAX (1 << 16)
@@ -694,6 +694,79 @@ static int frec_active(const struct frec *f)
     }
     return 0;
 }
+/* directories already written as DIR records: the last few, most recent first (files come in creation order, so
+ * neighbours nearly always share one of a few folders) */
+#define MRU_N 8
+struct dir_mru {
+    uint32_t n, next_id;
+    uint32_t id[MRU_N], len[MRU_N];
+    const char *s[MRU_N];
+};
+static uint32_t dir_id(struct dir_mru *m, const char *d, uint32_t len)
+{
+    for (uint32_t k = 0; k < m->n; k++) {
+        if (m->len[k] != len || memcmp(m->s[k], d, len)) continue;
+        uint32_t id = m->id[k];
+        const char *s = m->s[k];
+        for (; k > 0; k--) { m->id[k] = m->id[k - 1]; m->len[k] = m->len[k - 1]; m->s[k] = m->s[k - 1]; }
+        m->id[0] = id; m->len[0] = len; m->s[0] = s;
+        return id;
+    }
+    uint32_t id = m->next_id++;
+    uint32_t rl = (uint32_t)((8 + len + 7) & ~7u);
+    wb_rec(R_DIR, rl);
+    uint32_t kv[2] = {id, len};
+    wb_put(kv, 8);
+    wb_put(d, len);
+    wb_pad(len);
+    uint32_t k = m->n < MRU_N ? m->n++ : MRU_N - 1;
+    for (; k > 0; k--) { m->id[k] = m->id[k - 1]; m->len[k] = m->len[k - 1]; m->s[k] = m->s[k - 1]; }
+    m->id[0] = id; m->len[0] = len; m->s[0] = d;
+    return id;
+}
+/* FILE record (FORMAT.md): present slots as u32, or u64 when they do not fit; the name relative to a DIR record */
+static void wb_file(const struct frec *f, struct dir_mru *mru, uint64_t start_ns)
+{
+    uint64_t x[NSLOTS];
+    for (int k = 0; k < NCOUNTERS; k++) x[k] = ctr_val(f, k);
+    for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] = bin_val(f, 0, k); x[NCOUNTERS + NBINS + k] = bin_val(f, 1, k); }
+    for (int k = C_T_OPEN; k <= C_T_META; k++) if (x[k]) x[k] = dur_ns(x[k]);
+    uint64_t present = 0;
+    for (int k = C_FIRST_OPEN; k <= C_LAST_CLOSE; k++)
+        if (x[k]) { uint64_t t = tick_ns(x[k]); x[k] = t > start_ns ? t - start_ns : 0; present |= 1ull << k; }
+    const char *path = f->path;
+    uint32_t plen = f->path_len, slash = plen;
+    while (slash > 0 && path[slash - 1] != '/') slash--;
+    uint32_t dir = dir_id(mru, path, slash ? slash - 1 : 0);
+    uint32_t nlen = plen - slash;
+    /* at most 32 + 8 * NSLOTS + name + pad bytes, built in place */
+    if (g_wlen + 8 + 32 + 8 * NSLOTS + nlen + 8 > sizeof g_wbuf) wb_flush();
+    char *r = g_wbuf + g_wlen, *v = r + 40;
+    uint64_t mask = 0, wide = 0;
+    for (int k = 0; k < NSLOTS; k++) {
+        if (!x[k] && !(present >> k & 1)) continue;
+        mask |= 1ull << k;
+        if (x[k] >> 32) { wide |= 1ull << k; __builtin_memcpy(v, &x[k], 8); v += 8; }
+        else { uint32_t w = (uint32_t)x[k]; __builtin_memcpy(v, &w, 4); v += 4; }
+    }
+    memcpy(v, path + slash, nlen);
+    v += nlen;
+    while ((v - r) & 7) *v++ = 0;
+    uint32_t len = (uint32_t)(v - r - 8);
+    uint16_t th[2] = {R_FILE, 0}, fl[2] = {(uint16_t)f->flags, (uint16_t)nlen};
+    uint32_t id = f->id;
+    uint8_t cn[4] = {NCOUNTERS, NBINS, 0, 0};
+    __builtin_memcpy(r, th, 4);
+    __builtin_memcpy(r + 4, &len, 4);
+    __builtin_memcpy(r + 8, &id, 4);
+    __builtin_memcpy(r + 12, fl, 4);
+    __builtin_memcpy(r + 16, &dir, 4);
+    __builtin_memcpy(r + 20, cn, 4);
+    __builtin_memcpy(r + 24, &mask, 8);
+    __builtin_memcpy(r + 32, &wide, 8);
+    g_wlen += 8 + len;
+    g_nrec++;
+}
 /* gfarm2fs mount points from /proc/self/mounts */
 static void wb_mounts(void)
 {
@@ -848,46 +921,10 @@ static int write_log(uint32_t ended_by)
         }
     } else wb_mounts();
 
+    struct dir_mru mru = {0};
     for (uint32_t i = 0; i < nfrec; i++) {
         const struct frec *f = &g_frecs[i];
-        if (!frec_active(f)) continue;
-        /* sparse: a mask of the nonzero slots (counters, then read bins, then write bins), then their values */
-        enum { NSLOT = NCOUNTERS + 2 * NBINS };
-        uint64_t x[NSLOT];
-        for (int k = 0; k < NCOUNTERS; k++) x[k] = g_cmap[k] >= 0 ? f->h[g_cmap[k]] : 0;
-        for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] = f->hr[k]; x[NCOUNTERS + NBINS + k] = f->hw[k]; }
-        if (f->cold) {
-            const struct fcold *cx = &g_cold[f - g_frecs];
-            for (int k = 0; k < NCOUNTERS; k++) if (g_cmap[k] < 0) x[k] = cx->c[~g_cmap[k]];
-            for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] += cx->hr_hi[k]; x[NCOUNTERS + NBINS + k] += cx->hw_hi[k]; }
-        }
-        for (int k = C_T_OPEN; k <= C_T_META; k++) x[k] = dur_ns(x[k]);
-        x[C_FIRST_OPEN] = tick_ns(x[C_FIRST_OPEN]);
-        x[C_LAST_CLOSE] = tick_ns(x[C_LAST_CLOSE]);
-        /* the record is built in place in the write buffer (at most 32 + 8 * 49 + PATH_MAX + 8 bytes) */
-        size_t plen = (f->path_len + 7) & ~(size_t)7;
-        if (g_wlen + 8 + 24 + 8 * NSLOT + plen > sizeof g_wbuf) wb_flush();
-        if (g_wlen + 8 + 24 + 8 * NSLOT + plen > sizeof g_wbuf) continue;   /* cannot happen: path_len < PATH_MAX */
-        char *r = g_wbuf + g_wlen;
-        uint64_t *v = (uint64_t *)(r + 32), mask = 0;
-        uint32_t nv = 0;
-        for (int k = 0; k < NSLOT; k++) {
-            v[nv] = x[k];
-            mask |= (uint64_t)(x[k] != 0) << k;
-            nv += x[k] != 0;
-        }
-        uint32_t len = (uint32_t)(24 + 8 * nv + plen);
-        uint16_t th[2] = {R_FILE, 0};
-        uint32_t h4[4] = {f->id, f->flags, f->path_len, NCOUNTERS | (NBINS << 16)};
-        __builtin_memcpy(r, th, 4);
-        __builtin_memcpy(r + 4, &len, 4);
-        __builtin_memcpy(r + 8, h4, 16);
-        __builtin_memcpy(r + 24, &mask, 8);
-        char *pp = r + 32 + 8 * nv;
-        memcpy(pp, f->path, f->path_len);
-        for (size_t k = f->path_len; k < plen; k++) pp[k] = 0;
-        g_wlen += 8 + len;
-        g_nrec++;
+        if (frec_active(f)) wb_file(f, &mru, start_ns);
     }
     /* op trace: records of at most 1M ops each */
     for (uint64_t done = 0; done < traced;) {

@@ -1,14 +1,14 @@
-/* mtcprof log format, version 1 — the binary layout shared by the shim (writer) and db/logformat.py (reader).
+/* mtcprof log format, version 2 — the binary layout shared by the shim (writer) and db/logformat.py (reader).
  * See FORMAT.md.  Everything is in the writer's native byte order; the header's byte-order mark tells which. */
 #ifndef MTCPROF_H
 #define MTCPROF_H
 #include <stdint.h>
 
 #define MTC_MAGIC "MTCPLOG"         /* 8 bytes with the NUL */
-#define MTC_VERSION 1
+#define MTC_VERSION 2
 #define MTC_BOM 0x01020304u
 
-enum mtc_rec_type { R_PROC = 1, R_STR = 2, R_FILE = 3, R_OPS = 4, R_END = 15 };
+enum mtc_rec_type { R_PROC = 1, R_STR = 2, R_FILE = 3, R_OPS = 4, R_DIR = 5, R_END = 15 };
 
 enum mtc_str_key {
     S_HOST = 1, S_RUN, S_TASK, S_STAGE, S_EXE, S_ARGV, S_CWD, S_GFARM_MOUNT, S_LOGDIR,
@@ -26,7 +26,8 @@ enum mtc_counter {
     NCOUNTERS
 };
 #define NBINS 10
-_Static_assert(NCOUNTERS + 2 * NBINS <= 64, "FILE record slot mask is 64 bits");
+#define NSLOTS (NCOUNTERS + 2 * NBINS)
+_Static_assert(NSLOTS <= 64, "FILE record slot mask is 64 bits");
 
 /* file flags */
 #define FF_CREATED   0x1u   /* at least one open by this process created the file */

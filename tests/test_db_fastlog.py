@@ -41,5 +41,5 @@ def test_same_as_reference(tmp_path):
 def test_declines_bad_logs(tmp_path):
     paths = _logs(tmp_path)
     buf = open(max(paths, key=os.path.getsize), "rb").read()
-    for bad in (buf[:-8], buf[:-17], buf[:100], b"", b"x" * 64, buf + b"\0" * 8, buf[:8] + b"\x02" + buf[9:]):
+    for bad in (buf[:-8], buf[:-17], buf[:100], b"", b"x" * 64, buf + b"\0" * 8, buf[:8] + b"\x09" + buf[9:]):
         assert fastlog.parse(bad) is None
