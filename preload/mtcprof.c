@@ -247,6 +247,9 @@ static void *fallback_sym(const char *name)
 }
 
 /* ---------------------------------------------------------------- counters */
+/* While the process has one thread (glibc's flag; it only ever turns false, in the thread that creates the second
+ * one) plain loads and stores replace the locked instructions: each costs ~8 ns and an open/close takes several. */
+#define ST LIKELY(__libc_single_threaded)
 static inline void ADD(uint64_t *p, uint64_t v)
 {
     if (LIKELY(__libc_single_threaded)) *p += v;
@@ -260,6 +263,7 @@ static inline void MAXU(uint64_t *p, uint64_t v)
 }
 static inline void MINU_NZ(uint64_t *p, uint64_t v)   /* first-open timestamp: min over nonzero */
 {
+    if (ST) { if (*p == 0 || v < *p) *p = v; return; }
     uint64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
     while ((cur == 0 || v < cur) && !__atomic_compare_exchange_n(p, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
 }
@@ -491,8 +495,9 @@ static struct frec *frec_get(const char *p, size_t pl, uint32_t flags)
         return f;
     }
     /* new record */
-    uint32_t idx = __atomic_fetch_add(&g_nfrec, 1, __ATOMIC_RELAXED);
-    uint64_t po = __atomic_fetch_add(&g_paths_used, pl + 1, __ATOMIC_RELAXED);
+    int st = ST;
+    uint32_t idx = st ? g_nfrec++ : __atomic_fetch_add(&g_nfrec, 1, __ATOMIC_RELAXED);
+    uint64_t po = st ? (g_paths_used += pl + 1) - (pl + 1) : __atomic_fetch_add(&g_paths_used, pl + 1, __ATOMIC_RELAXED);
     if (idx >= FREC_MAX || po + pl + 1 > PATHS_BYTES) {
         if (idx >= FREC_MAX) __atomic_store_n(&g_nfrec, FREC_MAX, __ATOMIC_RELAXED);
         __atomic_fetch_add(&g_files_dropped, 1, __ATOMIC_RELAXED);
@@ -501,6 +506,7 @@ static struct frec *frec_get(const char *p, size_t pl, uint32_t flags)
     f = &g_frecs[idx];
     memcpy(g_paths + po, p, pl + 1);
     f->id = idx; f->flags = flags; f->path_len = (uint32_t)pl; f->hash = h; f->path = g_paths + po;
+    if (st) { f->next = head; __atomic_store_n(bkt, idx + 1, __ATOMIC_RELEASE); return f; }
     for (;;) {
         f->next = head;
         if (__atomic_compare_exchange_n(bkt, &head, idx + 1, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) return f;
@@ -527,7 +533,11 @@ static struct ofd *ofd_new(struct frec *f, int64_t pos)
 {
     uint32_t idx;
     uint64_t h = __atomic_load_n(&g_ofd_free, __ATOMIC_ACQUIRE);
-    for (;;) {
+    if (ST) {
+        idx = (uint32_t)h;
+        if (idx) g_ofd_free = ((h >> 32) + 1) << 32 | g_ofds[idx].next;
+        else if ((idx = g_ofd_bump++) >= OFD_MAX) { g_ofd_bump = OFD_MAX; return NULL; }
+    } else for (;;) {
         idx = (uint32_t)h;
         if (!idx) {
             idx = __atomic_fetch_add(&g_ofd_bump, 1, __ATOMIC_RELAXED);
@@ -543,8 +553,15 @@ static struct ofd *ofd_new(struct frec *f, int64_t pos)
 }
 static void ofd_put(struct ofd *o)
 {
-    if (o <= FD_NONE || __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL)) return;
+    if (o <= FD_NONE) return;
     uint32_t idx = (uint32_t)(o - g_ofds);
+    if (ST) {
+        if (--o->refs) return;
+        o->next = (uint32_t)g_ofd_free;
+        g_ofd_free = ((g_ofd_free >> 32) + 1) << 32 | idx;
+        return;
+    }
+    if (__atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL)) return;
     uint64_t h = __atomic_load_n(&g_ofd_free, __ATOMIC_ACQUIRE);
     do {
         __atomic_store_n(&o->next, (uint32_t)h, __ATOMIC_RELAXED);
@@ -554,13 +571,16 @@ static void ofd_put(struct ofd *o)
 static void fd_install(int fd, struct ofd *o)
 {
     if ((unsigned)fd >= FD_MAX) { ofd_put(o); return; }
+    if (ST) { struct ofd *old = g_fdtab[fd]; __atomic_store_n(&g_fdtab[fd], o, __ATOMIC_RELEASE); ofd_put(old); return; }
     ofd_put(__atomic_exchange_n(&g_fdtab[fd], o, __ATOMIC_ACQ_REL));
 }
 static struct ofd *fd_take(int fd)
 {
     if ((unsigned)fd >= FD_MAX) return NULL;
-    if (!__atomic_load_n(&g_fdtab[fd], __ATOMIC_RELAXED)) return NULL;
-    struct ofd *o = __atomic_exchange_n(&g_fdtab[fd], NULL, __ATOMIC_ACQ_REL);
+    struct ofd *o = __atomic_load_n(&g_fdtab[fd], __ATOMIC_RELAXED);
+    if (!o) return NULL;
+    if (ST) g_fdtab[fd] = NULL;
+    else o = __atomic_exchange_n(&g_fdtab[fd], NULL, __ATOMIC_ACQ_REL);
     return o == FD_NONE ? NULL : o;
 }
 /* first use of an fd the shim did not see opened: a regular file gets a record (flag inherited) under the path
@@ -872,7 +892,6 @@ static int write_log(uint32_t ended_by)
 
     uint32_t nf = 0, nfrec = __atomic_load_n(&g_nfrec, __ATOMIC_ACQUIRE);
     if (nfrec > FREC_MAX) nfrec = FREC_MAX;
-    for (uint32_t i = 0; i < nfrec; i++) nf += (uint32_t)frec_active(&g_frecs[i]);
     uint64_t nops = __atomic_load_n(&g_nops, __ATOMIC_ACQUIRE);
     uint64_t traced = nops < g_ops_max ? nops : g_ops_max;
 
@@ -887,7 +906,7 @@ static int write_log(uint32_t ended_by)
     pr.exit_status = g_exit_status;
     pr.ended_by = g_ended_by;
     pr.signal = g_signal;
-    pr.n_files = nf;
+    pr.n_files = 0;                   /* set below, once the FILE records are written */
     pr.ops_traced = traced;
     pr.ops_dropped = nops - traced;
     pr.files_dropped = g_files_dropped;
@@ -924,7 +943,12 @@ static int write_log(uint32_t ended_by)
     struct dir_mru mru = {0};
     for (uint32_t i = 0; i < nfrec; i++) {
         const struct frec *f = &g_frecs[i];
-        if (frec_active(f)) wb_file(f, &mru, start_ns);
+        if (frec_active(f)) { wb_file(f, &mru, start_ns); nf++; }
+    }
+    {   /* n_files of the PROC record (header 32 + record header 8): still in the buffer, or written already */
+        const size_t at = 32 + 8 + __builtin_offsetof(struct mtc_proc_rec, n_files);
+        if (g_wtotal == 0) memcpy(g_wbuf + at, &nf, 4);
+        else if (syscall(SYS_pwrite64, g_wfd, &nf, 4, (long)at) != 4 && !g_werr) g_werr = errno ? errno : EIO;
     }
     /* op trace: records of at most 1M ops each */
     for (uint64_t done = 0; done < traced;) {

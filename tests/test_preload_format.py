@@ -136,3 +136,22 @@ def test_v1_logs_still_read(tmp_path):
     for f in v2.files:   # timestamps are absolute again after decoding
         if f["first_open_ns"]:
             assert v2.process["start_ns"] <= f["first_open_ns"] <= f["last_close_ns"] <= v2.process["end_ns"]
+
+
+def test_many_files_count_in_process_record(tmp_path):
+    """n_files is patched into the PROC record after the FILE records: also right when the write buffer was
+    flushed before they ended (a 1,500-file copy writes ~150 KB)."""
+    src = tmp_path / "src"
+    for i in range(1500):
+        (src / f"d{i // 100}").mkdir(parents=True, exist_ok=True)
+        (src / f"d{i // 100}" / f"f{i}").write_bytes(b"x" * (i % 50))
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    assert run(["cp", "-r", str(src), str(tmp_path / "dst")], str(logdir)).returncode == 0
+    (p,) = log_paths(str(logdir))
+    log = read_log(p, strict=True)
+    assert os.path.getsize(p) > 65536
+    assert log.process["n_files"] == len(log.files) == 2 * 1500 + 2 * 16
+    got = {f["path"]: f for f in log.files}
+    assert got[str(tmp_path / "dst" / "d7" / "f777")]["bytes_written"] == 777 % 50
+    assert got[str(src / "d14" / "f1499")]["bytes_read"] == 1499 % 50
