@@ -53,37 +53,44 @@
 #define ARGV_MAX_BYTES 32768
 
 /* ---------------------------------------------------------------- state */
-/* A file record is split in two parallel arrays so that the memory a typical file touches stays small (first-touch
- * page faults dominate the per-file cost): the hot part (256 bytes, g_frecs[i]) holds the counters nearly every file
- * uses and the size bins as 32-bit counts; the cold part (g_cold[i]) holds the rarely used counters and the high
- * parts of the bins (2^32 per wrap of a 32-bit bin); its page is touched only when one of them is used. */
+/* A file record is split in two parallel arrays so that the memory a typical file touches stays small (a first-touch
+ * page fault costs ~1.5 us in a VM, more than everything else a new file costs): the hot part (128 bytes, g_frecs[i])
+ * holds the counters nearly every file uses, as 32-bit counts (times in clock ticks) and 8-bit size bins, plus the
+ * three that need 64 bits; the cold part (g_cold[i]) holds the rarely used counters and the carries of the narrow
+ * ones (2^32 per wrap of a counter, 256 per wrap of a bin); its page is touched only when one of them is used. */
 enum hot_counter {
-    H_OPENS, H_CREATES, H_CLOSES, H_READS, H_WRITES, H_BYTES_READ, H_BYTES_WRITTEN, H_MAX_OFFSET, H_STATS, H_ERRORS,
-    H_T_OPEN, H_T_READ, H_T_WRITE, H_T_CLOSE, H_T_META, H_FIRST_OPEN, H_LAST_CLOSE, NHOT
+    H_OPENS, H_CREATES, H_CLOSES, H_READS, H_WRITES, H_BYTES_READ, H_BYTES_WRITTEN, H_STATS, H_ERRORS,
+    H_T_OPEN, H_T_READ, H_T_WRITE, H_T_CLOSE, H_T_META, NHOT
 };
-#define NCOLD (NCOUNTERS - NHOT)
+enum wide_counter { W_MAX_OFFSET, W_FIRST_OPEN, W_LAST_CLOSE, NWIDE };
+#define NCOLD (NCOUNTERS - NHOT - NWIDE)
+#define FF_COLD 0x8000u                /* private flag: the cold part was touched (not written to the log) */
 struct frec {
-    uint32_t id, flags, path_len, hash;
-    const char *path;
     uint64_t last_end;                /* end offset of the previous read/write (discontinuity check) */
+    uint64_t w[NWIDE];                /* timestamps in clock ticks until written out */
+    uint32_t path_off, hash;          /* path: g_paths + path_off */
     uint32_t next;                    /* hash chain: index + 1 of the next record, 0 = end */
-    uint32_t cold;                    /* 1 once the cold part was touched */
-    uint64_t h[NHOT];                 /* times and timestamps in clock ticks until written out */
-    uint32_t hr[NBINS], hw[NBINS];    /* low 32 bits of the size bins */
+    uint16_t path_len, flags;
+    uint32_t c[NHOT];                 /* low 32 bits */
+    uint8_t hr[NBINS], hw[NBINS];     /* low 8 bits of the size bins */
+    uint8_t pad_[4];
 };
-_Static_assert(sizeof(struct frec) == 256, "hot file record is 256 bytes");
+_Static_assert(sizeof(struct frec) == 128, "hot file record is 128 bytes");
 struct fcold {
     uint64_t c[NCOLD];
+    uint64_t c_hi[NHOT];              /* carries of the narrow counters */
     uint64_t hr_hi[NBINS], hw_hi[NBINS];
 };
-/* counter -> hot slot (>= 0) or ~cold slot */
+/* counter -> narrow hot slot (0..NHOT-1), WIDE + wide slot, or ~cold slot */
+#define WIDE 64
 static const signed char g_cmap[NCOUNTERS] = {
     [C_OPENS] = H_OPENS, [C_CREATES] = H_CREATES, [C_CLOSES] = H_CLOSES, [C_READS] = H_READS, [C_WRITES] = H_WRITES,
     [C_BYTES_READ] = H_BYTES_READ, [C_BYTES_WRITTEN] = H_BYTES_WRITTEN, [C_SEEKS] = ~0, [C_READ_DISCONT] = ~1,
-    [C_WRITE_DISCONT] = ~2, [C_MAX_OFFSET] = H_MAX_OFFSET, [C_STATS] = H_STATS, [C_FSYNCS] = ~3, [C_UNLINKS] = ~4,
-    [C_RENAMES] = ~5, [C_MKDIRS] = ~6, [C_RMDIRS] = ~7, [C_TRUNCATES] = ~8, [C_MMAPS] = ~9, [C_MMAP_BYTES] = ~10,
-    [C_DUPS] = ~11, [C_ERRORS] = H_ERRORS, [C_T_OPEN] = H_T_OPEN, [C_T_READ] = H_T_READ, [C_T_WRITE] = H_T_WRITE,
-    [C_T_CLOSE] = H_T_CLOSE, [C_T_META] = H_T_META, [C_FIRST_OPEN] = H_FIRST_OPEN, [C_LAST_CLOSE] = H_LAST_CLOSE,
+    [C_WRITE_DISCONT] = ~2, [C_MAX_OFFSET] = WIDE + W_MAX_OFFSET, [C_STATS] = H_STATS, [C_FSYNCS] = ~3,
+    [C_UNLINKS] = ~4, [C_RENAMES] = ~5, [C_MKDIRS] = ~6, [C_RMDIRS] = ~7, [C_TRUNCATES] = ~8, [C_MMAPS] = ~9,
+    [C_MMAP_BYTES] = ~10, [C_DUPS] = ~11, [C_ERRORS] = H_ERRORS, [C_T_OPEN] = H_T_OPEN, [C_T_READ] = H_T_READ,
+    [C_T_WRITE] = H_T_WRITE, [C_T_CLOSE] = H_T_CLOSE, [C_T_META] = H_T_META, [C_FIRST_OPEN] = WIDE + W_FIRST_OPEN,
+    [C_LAST_CLOSE] = WIDE + W_LAST_CLOSE,
 };
 _Static_assert(NCOLD == 12, "cold counter count matches g_cmap");
 struct ofd {                          /* one open file description (shared by dup'd fds) */
@@ -279,33 +286,52 @@ static inline int64_t POS_ADVANCE(int64_t *p, int64_t n)
 }
 static inline struct fcold *cold_of(struct frec *f)
 {
-    if (UNLIKELY(!f->cold)) __atomic_store_n(&f->cold, 1, __ATOMIC_RELAXED);
+    if (UNLIKELY(!(f->flags & FF_COLD))) __atomic_fetch_or(&f->flags, (uint16_t)FF_COLD, __ATOMIC_RELAXED);
     return &g_cold[f - g_frecs];
 }
-/* address of counter c (a constant at nearly every call site: folds to one of the two branches) */
-static inline uint64_t *CTR(struct frec *f, int c)
+static inline const struct fcold *cold_if(const struct frec *f)
+{
+    return f->flags & FF_COLD ? &g_cold[f - g_frecs] : NULL;
+}
+/* add v to counter c (a constant at nearly every call site: folds to one of the three branches) */
+static inline void CADD(struct frec *f, int c, uint64_t v)
 {
     int k = g_cmap[c];
-    return LIKELY(k >= 0) ? &f->h[k] : &cold_of(f)->c[~k];
+    if (k >= WIDE) { ADD(&f->w[k - WIDE], v); return; }
+    if (k < 0) { ADD(&cold_of(f)->c[~k], v); return; }
+    uint32_t *p = &f->c[k];
+    uint64_t carry;
+    if (LIKELY(__libc_single_threaded)) { uint64_t s = (uint64_t)*p + v; *p = (uint32_t)s; carry = s >> 32; }
+    else {
+        uint32_t old = __atomic_fetch_add(p, (uint32_t)v, __ATOMIC_RELAXED);
+        carry = (((uint64_t)old + (uint32_t)v) >> 32) + (v >> 32);
+    }
+    if (UNLIKELY(carry)) ADD(&cold_of(f)->c_hi[k], carry << 32);
 }
+/* address of a 64-bit counter (max_offset, first_open, last_close) */
+static inline uint64_t *WCTR(struct frec *f, int c) { return &f->w[g_cmap[c] - WIDE]; }
 static inline uint64_t ctr_val(const struct frec *f, int c)
 {
     int k = g_cmap[c];
-    return k >= 0 ? f->h[k] : f->cold ? g_cold[f - g_frecs].c[~k] : 0;
+    const struct fcold *x = cold_if(f);
+    if (k >= WIDE) return f->w[k - WIDE];
+    if (k < 0) return x ? x->c[~k] : 0;
+    return f->c[k] + (x ? x->c_hi[k] : 0);
 }
-/* one more call in size bin b (32-bit count; a wrap adds 2^32 to the cold high part) */
+/* one more call in size bin b (8-bit count; a wrap adds 256 to the cold high part) */
 static inline void BIN_INC(struct frec *f, int wr, int b)
 {
-    uint32_t *p = &(wr ? f->hw : f->hr)[b];
-    uint32_t old;
+    uint8_t *p = &(wr ? f->hw : f->hr)[b];
+    uint8_t old;
     if (LIKELY(__libc_single_threaded)) old = (*p)++;
     else old = __atomic_fetch_add(p, 1, __ATOMIC_RELAXED);
-    if (UNLIKELY(old == UINT32_MAX)) { struct fcold *x = cold_of(f); ADD(&(wr ? x->hw_hi : x->hr_hi)[b], 1ull << 32); }
+    if (UNLIKELY(old == UINT8_MAX)) { struct fcold *x = cold_of(f); ADD(&(wr ? x->hw_hi : x->hr_hi)[b], 256); }
 }
 static inline uint64_t bin_val(const struct frec *f, int wr, int b)
 {
     uint64_t v = (wr ? f->hw : f->hr)[b];
-    if (f->cold) { const struct fcold *x = &g_cold[f - g_frecs]; v += (wr ? x->hw_hi : x->hr_hi)[b]; }
+    const struct fcold *x = cold_if(f);
+    if (x) v += (wr ? x->hw_hi : x->hr_hi)[b];
     return v;
 }
 static inline int size_bin(uint64_t n)
@@ -325,7 +351,7 @@ static inline void trace(uint16_t op, uint16_t fl, const struct frec *f, int64_t
     if (i >= g_ops_max) return;
     struct mtc_op_rec *o = &g_ops[i];
     o->start_ns = t0; o->dur_ns = t1 - t0; o->offset = off; o->length = len;
-    o->file = f->id; o->tid = (uint32_t)gettid_cached(); o->op = op; o->flags = fl; o->err = err;
+    o->file = (uint32_t)(f - g_frecs); o->tid = (uint32_t)gettid_cached(); o->op = op; o->flags = fl; o->err = err;
 }
 
 /* one read or write of n bytes (n < 0: failed call) at offset off (-1 unknown) */
@@ -333,17 +359,17 @@ static inline void rec_rw(struct frec *f, int wr, int64_t off, int64_t n, uint64
                           int err)
 {
     if (UNLIKELY(n < 0)) {
-        ADD(CTR(f, C_ERRORS), 1);
-        ADD(CTR(f, wr ? C_T_WRITE : C_T_READ), t1 - t0);
+        CADD(f, C_ERRORS, 1);
+        CADD(f, wr ? C_T_WRITE : C_T_READ, t1 - t0);
     } else {
-        ADD(CTR(f, wr ? C_WRITES : C_READS), 1);
-        ADD(CTR(f, wr ? C_BYTES_WRITTEN : C_BYTES_READ), (uint64_t)n);
-        ADD(CTR(f, wr ? C_T_WRITE : C_T_READ), t1 - t0);
+        CADD(f, wr ? C_WRITES : C_READS, 1);
+        CADD(f, wr ? C_BYTES_WRITTEN : C_BYTES_READ, (uint64_t)n);
+        CADD(f, wr ? C_T_WRITE : C_T_READ, t1 - t0);
         BIN_INC(f, wr, size_bin((uint64_t)n));
         if (off >= 0) {
             uint64_t end = (uint64_t)off + (uint64_t)n;
-            if (XCHG(&f->last_end, end) != (uint64_t)off) ADD(CTR(f, wr ? C_WRITE_DISCONT : C_READ_DISCONT), 1);
-            if (n > 0) MAXU(CTR(f, C_MAX_OFFSET), end);
+            if (XCHG(&f->last_end, end) != (uint64_t)off) CADD(f, wr ? C_WRITE_DISCONT : C_READ_DISCONT, 1);
+            if (n > 0) MAXU(WCTR(f, C_MAX_OFFSET), end);
         }
     }
     if (UNLIKELY(g_trace)) trace(wr ? OP_WRITE : OP_READ, fl, f, off, n, t0, t1, n < 0 ? err : 0);
@@ -351,9 +377,9 @@ static inline void rec_rw(struct frec *f, int wr, int64_t off, int64_t n, uint64
 static inline void rec_meta(struct frec *f, int counter, uint16_t op, uint64_t t0, uint64_t t1, int failed, int err,
                             int64_t off)
 {
-    if (failed) ADD(CTR(f, C_ERRORS), 1);
-    else ADD(CTR(f, counter), 1);
-    ADD(CTR(f, C_T_META), t1 - t0);
+    if (failed) CADD(f, C_ERRORS, 1);
+    else CADD(f, counter, 1);
+    CADD(f, C_T_META, t1 - t0);
     if (UNLIKELY(g_trace)) trace(op, 0, f, off, failed ? -1 : 0, t0, t1, failed ? err : 0);
 }
 
@@ -438,7 +464,7 @@ static size_t abs_path(int dirfd, const char *path, char *out)
             struct ofd *o = fd_ofd(dirfd);
             if (o && o->f->path_len + 1 + n + 1 <= PATH_MAX) {
                 bl = o->f->path_len;
-                memcpy(out, o->f->path, bl);
+                memcpy(out, g_paths + o->f->path_off, bl);
             } else {
                 char lnk[64] = "/proc/self/fd/";
                 u64_str(lnk + 14, (uint64_t)dirfd);
@@ -478,7 +504,7 @@ static struct frec *chain_find(uint32_t v, uint32_t stop, const char *p, size_t 
 {
     for (; v && v != stop; v = __atomic_load_n(&g_frecs[v - 1].next, __ATOMIC_RELAXED)) {
         struct frec *f = &g_frecs[v - 1];
-        if (f->hash == h && f->path_len == pl && !memcmp(f->path, p, pl)) return f;
+        if (f->hash == h && f->path_len == pl && !memcmp(g_paths + f->path_off, p, pl)) return f;
     }
     return NULL;
 }
@@ -505,7 +531,7 @@ static struct frec *frec_get(const char *p, size_t pl, uint32_t flags)
     }
     f = &g_frecs[idx];
     memcpy(g_paths + po, p, pl + 1);
-    f->id = idx; f->flags = flags; f->path_len = (uint32_t)pl; f->hash = h; f->path = g_paths + po;
+    f->flags = (uint16_t)flags; f->path_len = (uint16_t)pl; f->hash = h; f->path_off = (uint32_t)po;
     if (st) { f->next = head; __atomic_store_n(bkt, idx + 1, __ATOMIC_RELEASE); return f; }
     for (;;) {
         f->next = head;
@@ -626,10 +652,10 @@ static void reg_open(int fd, int dirfd, const char *path, int oflags, int create
     }
     struct ofd *o = ofd_new(f, pos);
     fd_install(fd, o ? o : FD_NONE);
-    ADD(CTR(f, C_OPENS), 1);
-    if (created) ADD(CTR(f, C_CREATES), 1);
-    ADD(CTR(f, C_T_OPEN), t1 - t0);
-    MINU_NZ(CTR(f, C_FIRST_OPEN), t0);
+    CADD(f, C_OPENS, 1);
+    if (created) CADD(f, C_CREATES, 1);
+    CADD(f, C_T_OPEN, t1 - t0);
+    MINU_NZ(WCTR(f, C_FIRST_OPEN), t0);
     if (UNLIKELY(g_trace)) trace(OP_OPEN, (uint16_t)((created ? OF_CREATED : 0) | (ff & FF_STDIO ? OF_STDIO : 0)), f, -1, 0, t0, t1, 0);
 }
 /* a failed open counts as an error on its path (failed lookups are metadata load too) */
@@ -637,16 +663,16 @@ static void rec_open_failed(int dirfd, const char *path, uint64_t t0, uint64_t t
 {
     struct frec *f = frec_at(dirfd, path, 0);
     if (!f) return;
-    ADD(CTR(f, C_ERRORS), 1);
-    ADD(CTR(f, C_T_OPEN), t1 - t0);
+    CADD(f, C_ERRORS, 1);
+    CADD(f, C_T_OPEN, t1 - t0);
     if (UNLIKELY(g_trace)) trace(OP_OPEN, 0, f, -1, -1, t0, t1, err);
 }
 static void rec_close(struct ofd *o, uint64_t t0, uint64_t t1, uint16_t fl)
 {
     struct frec *f = o->f;
-    ADD(CTR(f, C_CLOSES), 1);
-    ADD(CTR(f, C_T_CLOSE), t1 - t0);
-    MAXU(CTR(f, C_LAST_CLOSE), t1);
+    CADD(f, C_CLOSES, 1);
+    CADD(f, C_T_CLOSE, t1 - t0);
+    MAXU(WCTR(f, C_LAST_CLOSE), t1);
     if (UNLIKELY(g_trace)) trace(OP_CLOSE, fl, f, -1, 0, t0, t1, 0);
     ofd_put(o);
 }
@@ -706,12 +732,13 @@ static int frec_active(const struct frec *f)
 {
     if (!f->path_len) return 0;
     for (int i = 0; i < NHOT; i++)
-        if (f->h[i]) return 1;
-    if (f->cold) {
-        const struct fcold *x = &g_cold[f - g_frecs];
-        for (int i = 0; i < NCOLD; i++)
+        if (f->c[i]) return 1;
+    for (int i = 0; i < NWIDE; i++)
+        if (f->w[i]) return 1;
+    const struct fcold *x = cold_if(f);
+    if (x)
+        for (int i = 0; i < NCOLD + NHOT; i++)   /* c, then c_hi */
             if (x->c[i]) return 1;
-    }
     return 0;
 }
 /* directories already written as DIR records: the last few, most recent first (files come in creation order, so
@@ -754,7 +781,7 @@ static void wb_file(const struct frec *f, struct dir_mru *mru, uint64_t start_ns
     uint64_t present = 0;
     for (int k = C_FIRST_OPEN; k <= C_LAST_CLOSE; k++)
         if (x[k]) { uint64_t t = tick_ns(x[k]); x[k] = t > start_ns ? t - start_ns : 0; present |= 1ull << k; }
-    const char *path = f->path;
+    const char *path = g_paths + f->path_off;
     uint32_t plen = f->path_len, slash = plen;
     while (slash > 0 && path[slash - 1] != '/') slash--;
     uint32_t dir = dir_id(mru, path, slash ? slash - 1 : 0);
@@ -773,8 +800,8 @@ static void wb_file(const struct frec *f, struct dir_mru *mru, uint64_t start_ns
     v += nlen;
     while ((v - r) & 7) *v++ = 0;
     uint32_t len = (uint32_t)(v - r - 8);
-    uint16_t th[2] = {R_FILE, 0}, fl[2] = {(uint16_t)f->flags, (uint16_t)nlen};
-    uint32_t id = f->id;
+    uint16_t th[2] = {R_FILE, 0}, fl[2] = {(uint16_t)(f->flags & ~FF_COLD), (uint16_t)nlen};
+    uint32_t id = (uint32_t)(f - g_frecs);
     uint8_t cn[4] = {NCOUNTERS, NBINS, 0, 0};
     __builtin_memcpy(r, th, 4);
     __builtin_memcpy(r + 4, &len, 4);
@@ -1066,12 +1093,11 @@ static void atfork_child(void)
     uint32_t n = g_nfrec > FREC_MAX ? FREC_MAX : g_nfrec;
     for (uint32_t i = 0; i < n; i++) {
         struct frec *f = &g_frecs[i];
-        memset(f->h, 0, sizeof f->h);
+        memset(f->w, 0, sizeof f->w);
+        memset(f->c, 0, sizeof f->c);
         memset(f->hr, 0, sizeof f->hr);
         memset(f->hw, 0, sizeof f->hw);
-        f->cold = 0;
-        f->flags |= FF_INHERITED;
-        f->flags &= ~FF_CREATED;
+        f->flags = (uint16_t)((f->flags | FF_INHERITED) & ~(FF_CREATED | FF_COLD));
     }
     /* cold parts: drop the pages (they read back as zeros) rather than touching every one */
     syscall(SYS_madvise, g_cold, sizeof(struct fcold) * FREC_MAX, MADV_DONTNEED);
@@ -1411,7 +1437,7 @@ static void rec_dup(int oldfd, int newfd, uint64_t t0, uint64_t t1)
     if (!o) { fd_install(newfd, FD_NONE); return; }   /* newfd now refers to something untracked */
     __atomic_fetch_add(&o->refs, 1, __ATOMIC_ACQ_REL);
     fd_install(newfd, o);
-    ADD(CTR(o->f, C_DUPS), 1);
+    CADD(o->f, C_DUPS, 1);
     if (UNLIKELY(g_trace)) trace(OP_DUP, 0, o->f, newfd, 0, t0, t1, 0);
 }
 DECL(int, dup, (int));
@@ -1573,8 +1599,8 @@ SENDFILE_WRAP(sendfile64, off64_t)
         SAVE_ERRNO;                                                                                            \
         if (r >= 0) {                                                                                          \
             __atomic_store_n(&o->pos, (int64_t)r, __ATOMIC_RELAXED);                                           \
-            ADD(CTR(o->f, C_SEEKS), 1);                                                                         \
-        } else ADD(CTR(o->f, C_ERRORS), 1);                                                                     \
+            CADD(o->f, C_SEEKS, 1);                                                                         \
+        } else CADD(o->f, C_ERRORS, 1);                                                                     \
         if (UNLIKELY(g_trace)) trace(OP_SEEK, 0, o->f, r, 0, t0, t1, r < 0 ? saved_errno_ : 0);                \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
@@ -1718,7 +1744,7 @@ EXPORT int remove(const char *p)
 static void rec_rename(int od, const char *op, int nd, const char *np, int r, uint64_t t0, uint64_t t1, int err)
 {
     struct frec *src = frec_at(od, op, 0), *dst = frec_at(nd, np, 0);
-    if (src) rec_meta(src, C_RENAMES, OP_RENAME, t0, t1, r != 0, err, dst ? (int64_t)dst->id : -1);
+    if (src) rec_meta(src, C_RENAMES, OP_RENAME, t0, t1, r != 0, err, dst ? (int64_t)(dst - g_frecs) : -1);
 }
 DECL(int, rename, (const char *, const char *));
 DECL(int, renameat, (int, const char *, int, const char *));
@@ -1777,8 +1803,8 @@ EXPORT int fchdir(int fd)
         void *r = real_##name(a, l, pr, fl, fd, off);                                                          \
         uint64_t t1 = NOW();                                                                                   \
         SAVE_ERRNO;                                                                                            \
-        if (r != MAP_FAILED) { ADD(CTR(o->f, C_MMAPS), 1); ADD(CTR(o->f, C_MMAP_BYTES), l); }                    \
-        else ADD(CTR(o->f, C_ERRORS), 1);                                                                       \
+        if (r != MAP_FAILED) { CADD(o->f, C_MMAPS, 1); CADD(o->f, C_MMAP_BYTES, l); }                    \
+        else CADD(o->f, C_ERRORS, 1);                                                                       \
         if (UNLIKELY(g_trace)) trace(OP_MMAP, 0, o->f, (int64_t)off, r == MAP_FAILED ? -1 : (int64_t)l, t0, t1, r == MAP_FAILED ? saved_errno_ : 0); \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
@@ -2001,8 +2027,8 @@ static void rec_fseek(FILE *fp, struct ofd *o, int ok, uint64_t t0, uint64_t t1,
 {
     if (ok) {
         __atomic_store_n(&o->pos, fp_tell(fp), __ATOMIC_RELAXED);
-        ADD(CTR(o->f, C_SEEKS), 1);
-    } else ADD(CTR(o->f, C_ERRORS), 1);
+        CADD(o->f, C_SEEKS, 1);
+    } else CADD(o->f, C_ERRORS, 1);
     if (UNLIKELY(g_trace)) trace(OP_SEEK, OF_STDIO, o->f, ok ? o->pos : -1, 0, t0, t1, ok ? 0 : err);
 }
 #define FSEEK_WRAP(name, OFFT)                                                                                 \
@@ -2109,10 +2135,10 @@ static void gf_reg(GFS_File g, const char *url, int created, uint64_t t0, uint64
     if (!f) return;
     struct ofd *o = ofd_new(f, 0);
     if (o) gf_put(g, o);
-    ADD(CTR(f, C_OPENS), 1);
-    if (created) ADD(CTR(f, C_CREATES), 1);
-    ADD(CTR(f, C_T_OPEN), t1 - t0);
-    MINU_NZ(CTR(f, C_FIRST_OPEN), t0);
+    CADD(f, C_OPENS, 1);
+    if (created) CADD(f, C_CREATES, 1);
+    CADD(f, C_T_OPEN, t1 - t0);
+    MINU_NZ(WCTR(f, C_FIRST_OPEN), t0);
     if (UNLIKELY(g_trace)) trace(OP_OPEN, (uint16_t)(OF_GFARM | (created ? OF_CREATED : 0)), f, -1, 0, t0, t1, 0);
 }
 DECL(gfarm_error_t, gfs_pio_open, (const char *, int, GFS_File *));

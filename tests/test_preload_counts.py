@@ -127,3 +127,22 @@ def test_sendfile_counts_a_read_and_a_write(tmp_path):
     (log,) = logs(str(logdir))
     assert log.file_by_path(str(src))["bytes_read"] == 12245
     assert log.file_by_path(str(dst))["bytes_written"] == 12245
+
+
+def test_narrow_counters_carry(tmp_path):
+    """The in-memory record keeps counts in 32 bits (times in clock ticks) and size bins in 8 bits, carrying into a
+    second part: 4.5M 1-byte preads wrap the bin ~17,000 times and t_read (> 2^32 ticks ~ 1.65 s at 2.6 GHz) at
+    least once — the log still has the exact totals."""
+    data, logdir = tmp_path / "data", tmp_path / "logs"
+    data.write_bytes(b"z" * 1024)
+    logdir.mkdir()
+    n = 4_500_000
+    r = run([prog("bench_io"), "pread", str(data), str(n)], str(logdir))
+    assert r.returncode == 0
+    (log,) = logs(str(logdir))
+    f = log.file_by_path(str(data))
+    assert f["reads"] == f["hist_read"][0] == f["bytes_read"] == n + 1000
+    assert f["read_discont"] > 0 and f["max_offset"] == 1024
+    per_call = float(r.stdout)                        # ns per call measured by the program itself
+    assert f["t_read_ns"] >= 0.8 * per_call * n
+    assert f["t_read_ns"] <= log.process["end_ns"] - log.process["start_ns"]
