@@ -774,9 +774,21 @@ static uint32_t dir_id(struct dir_mru *m, const char *d, uint32_t len)
 /* FILE record (FORMAT.md): present slots as u32, or u64 when they do not fit; the name relative to a DIR record */
 static void wb_file(const struct frec *f, struct dir_mru *mru, uint64_t start_ns)
 {
-    uint64_t x[NSLOTS];
-    for (int k = 0; k < NCOUNTERS; k++) x[k] = ctr_val(f, k);
-    for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] = bin_val(f, 0, k); x[NCOUNTERS + NBINS + k] = bin_val(f, 1, k); }
+    static const uint8_t hot_slot[NHOT] = {
+        [H_OPENS] = C_OPENS, [H_CREATES] = C_CREATES, [H_CLOSES] = C_CLOSES, [H_READS] = C_READS,
+        [H_WRITES] = C_WRITES, [H_BYTES_READ] = C_BYTES_READ, [H_BYTES_WRITTEN] = C_BYTES_WRITTEN,
+        [H_STATS] = C_STATS, [H_ERRORS] = C_ERRORS, [H_T_OPEN] = C_T_OPEN, [H_T_READ] = C_T_READ,
+        [H_T_WRITE] = C_T_WRITE, [H_T_CLOSE] = C_T_CLOSE, [H_T_META] = C_T_META};
+    uint64_t x[NSLOTS] = {0};
+    for (int k = 0; k < NHOT; k++) x[hot_slot[k]] = f->c[k];
+    x[C_MAX_OFFSET] = f->w[W_MAX_OFFSET]; x[C_FIRST_OPEN] = f->w[W_FIRST_OPEN]; x[C_LAST_CLOSE] = f->w[W_LAST_CLOSE];
+    for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] = f->hr[k]; x[NCOUNTERS + NBINS + k] = f->hw[k]; }
+    const struct fcold *cx = cold_if(f);
+    if (cx) {
+        for (int k = 0; k < NCOUNTERS; k++) if (g_cmap[k] < 0) x[k] = cx->c[~g_cmap[k]];
+        for (int k = 0; k < NHOT; k++) x[hot_slot[k]] += cx->c_hi[k];
+        for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] += cx->hr_hi[k]; x[NCOUNTERS + NBINS + k] += cx->hw_hi[k]; }
+    }
     for (int k = C_T_OPEN; k <= C_T_META; k++) if (x[k]) x[k] = dur_ns(x[k]);
     uint64_t present = 0;
     for (int k = C_FIRST_OPEN; k <= C_LAST_CLOSE; k++)
