@@ -310,14 +310,6 @@ static inline void CADD(struct frec *f, int c, uint64_t v)
 }
 /* address of a 64-bit counter (max_offset, first_open, last_close) */
 static inline uint64_t *WCTR(struct frec *f, int c) { return &f->w[g_cmap[c] - WIDE]; }
-static inline uint64_t ctr_val(const struct frec *f, int c)
-{
-    int k = g_cmap[c];
-    const struct fcold *x = cold_if(f);
-    if (k >= WIDE) return f->w[k - WIDE];
-    if (k < 0) return x ? x->c[~k] : 0;
-    return f->c[k] + (x ? x->c_hi[k] : 0);
-}
 /* one more call in size bin b (8-bit count; a wrap adds 256 to the cold high part) */
 static inline void BIN_INC(struct frec *f, int wr, int b)
 {
@@ -326,13 +318,6 @@ static inline void BIN_INC(struct frec *f, int wr, int b)
     if (LIKELY(__libc_single_threaded)) old = (*p)++;
     else old = __atomic_fetch_add(p, 1, __ATOMIC_RELAXED);
     if (UNLIKELY(old == UINT8_MAX)) { struct fcold *x = cold_of(f); ADD(&(wr ? x->hw_hi : x->hr_hi)[b], 256); }
-}
-static inline uint64_t bin_val(const struct frec *f, int wr, int b)
-{
-    uint64_t v = (wr ? f->hw : f->hr)[b];
-    const struct fcold *x = cold_if(f);
-    if (x) v += (wr ? x->hw_hi : x->hr_hi)[b];
-    return v;
 }
 static inline int size_bin(uint64_t n)
 {
