@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from mtcio.preload.testing import prog, run
+from mtcio.preload.testing import logs, prog, run
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a tmpfs")
 
@@ -84,3 +84,36 @@ def test_shim_loaded_without_dir_is_silent(tmp_path):
     d.mkdir()
     r = run([prog("proctree"), str(d)], env_extra={"_loaded_only": True})
     assert r.returncode == 0 and r.stderr == b""
+
+
+def test_fd_opened_by_untraced_route_is_adopted(tmp_path):
+    """An fd the shim did not see opened (here a raw openat syscall) is looked at on its first traced use."""
+    data, logdir = tmp_path / "data", tmp_path / "logs"
+    data.write_bytes(b"q" * 1234)
+    logdir.mkdir()
+    r = run([prog("rawopen"), str(data)], str(logdir))
+    assert r.returncode == 0 and r.stdout.strip() == b"1234"
+    (log,) = logs(str(logdir))
+    f = log.file_by_path(str(data))
+    assert f["flags"] == ["inherited"] and f["opens"] == 0 and f["closes"] == 1
+    assert f["bytes_read"] == 1234 and f["reads"] == 14       # 13 of 100 bytes, one of 34, then EOF
+
+
+def test_gfarm_mounts_from_environment(tmp_path):
+    """MTCPROF_GFARM_MOUNTS (set once by `mtcprof run`) replaces reading /proc/self/mounts in every process."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    r = run(["true"], str(logdir), env_extra={"MTCPROF_GFARM_MOUNTS": "/gfarm:/mnt/g f"})
+    assert r.returncode == 0
+    (log,) = logs(str(logdir))
+    assert log.process["gfarm_mounts"] == ["/gfarm", "/mnt/g f"]
+
+
+def test_shim_env_lists_gfarm_mounts(tmp_path):
+    from mtcio.preload.run import gfarm_mounts, shim_env
+    m = tmp_path / "mounts"
+    m.write_text("gfarm2fs /mnt/g\\040x fuse.gfarm2fs rw 0 0\n/dev/vda / ext4 rw 0 0\ngfarm2fs /gfarm fuse.gfarm2fs rw 0 0\n")
+    assert gfarm_mounts(str(m)) == ["/mnt/g x", "/gfarm"]
+    env = shim_env({"PATH": "/bin"}, dir=str(tmp_path))
+    assert env["MTCPROF_GFARM_MOUNTS"] == ":".join(gfarm_mounts())
+    assert shim_env({"MTCPROF_GFARM_MOUNTS": "/x"}, dir=str(tmp_path))["MTCPROF_GFARM_MOUNTS"] == "/x"
