@@ -77,9 +77,9 @@ def parse(buf: bytes) -> Parsed | None:
             v = list(_ZERO)
             for k, x in zip(slots, st.unpack_from(buf, p + 32)):
                 v[k] = x
-            if v[_FIRST] or mask >> _FIRST & 1:
+            if mask >> _FIRST & 1:
                 v[_FIRST] += start
-            if v[_LAST] or mask >> _LAST & 1:
+            if mask >> _LAST & 1:
                 v[_LAST] += start
             out.files.append((fid, flags, dirs[did] + "/" + buf[ns:ns + nlen].decode("utf-8", "surrogateescape"), v))
         elif rtype == _R_DIR:

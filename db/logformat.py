@@ -177,7 +177,7 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
                     raise LogError("dir longer than its record", p - 8, path)
                 dirs[did] = bytes(buf[p + 8:p + 8 + dlen]).decode("utf-8", "surrogateescape")
             elif rtype == R_FILE and version >= 2:
-                log.files.append(_file_v2(buf, p, length, bo, dirs, path))
+                log.files.append(_file_v2(buf, p, length, bo, dirs, log.process.get("start_ns", 0), path))
             elif rtype == R_FILE:
                 fid, flags, plen, cn = struct.unpack_from(bo + "IIII", buf, p)
                 nc, nb = cn & 0xFFFF, cn >> 16
@@ -221,10 +221,6 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
         log.created_ns = struct.unpack_from(log.byteorder + "Q", buf, 16)[0]
     log.process.update(strings)
     log.process.setdefault("gfarm_mounts", [])
-    start = log.process.get("start_ns", 0)
-    for rec in log.files:       # v2 stores the two timestamps relative to the image's start
-        for k in rec.pop("_relative", ()):
-            rec[k] += start
     if ops_chunks:
         ops = np.concatenate(ops_chunks) if len(ops_chunks) > 1 else ops_chunks[0].copy()
         log.ops = ops.astype(OP_DTYPE, copy=False)
@@ -235,7 +231,8 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
 _FIRST, _LAST = COUNTERS.index("first_open_ns"), COUNTERS.index("last_close_ns")
 
 
-def _file_v2(buf, p: int, length: int, bo: str, dirs: dict, path) -> dict:
+def _file_v2(buf, p: int, length: int, bo: str, dirs: dict, start_ns: int, path) -> dict:
+    """A version-2 FILE record; its two timestamps are stored relative to the PROC record's start_ns."""
     fid, flags, nlen, did, nc, nb, _r, mask, wide = struct.unpack_from(bo + "IHHIBBHQQ", buf, p)
     nslots = nc + 2 * nb
     if nslots > 64 or mask >> nslots or wide & ~mask:
@@ -258,9 +255,11 @@ def _file_v2(buf, p: int, length: int, bo: str, dirs: dict, path) -> dict:
     ns = p + FILE2_HEAD + size
     name = bytes(buf[ns:ns + nlen]).decode("utf-8", "surrogateescape")
     rec = {"id": fid, "path": dirs[did] + "/" + name, "flags": _flags(flags, FILE_FLAGS)}
+    for s in (_FIRST, _LAST):
+        if s < nc and mask >> s & 1:
+            vals[s] += start_ns
     for i, cname in enumerate(COUNTERS[:nc]):
         rec[cname] = vals[i]
-    rec["_relative"] = [COUNTERS[s] for s in (_FIRST, _LAST) if s < nc and mask >> s & 1]
     rec["hist_read"] = list(vals[nc:nc + nb])
     rec["hist_write"] = list(vals[nc + nb:nc + 2 * nb])
     return rec

@@ -259,12 +259,12 @@ static void *fallback_sym(const char *name)
 #define ST LIKELY(__libc_single_threaded)
 static inline void ADD(uint64_t *p, uint64_t v)
 {
-    if (LIKELY(__libc_single_threaded)) *p += v;
+    if (ST) *p += v;
     else __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 static inline void MAXU(uint64_t *p, uint64_t v)
 {
-    if (LIKELY(__libc_single_threaded)) { if (v > *p) *p = v; return; }
+    if (ST) { if (v > *p) *p = v; return; }
     uint64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
     while (v > cur && !__atomic_compare_exchange_n(p, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
 }
@@ -276,12 +276,12 @@ static inline void MINU_NZ(uint64_t *p, uint64_t v)   /* first-open timestamp: m
 }
 static inline uint64_t XCHG(uint64_t *p, uint64_t v)
 {
-    if (LIKELY(__libc_single_threaded)) { uint64_t o = *p; *p = v; return o; }
+    if (ST) { uint64_t o = *p; *p = v; return o; }
     return __atomic_exchange_n(p, v, __ATOMIC_RELAXED);
 }
 static inline int64_t POS_ADVANCE(int64_t *p, int64_t n)
 {
-    if (LIKELY(__libc_single_threaded)) { int64_t o = *p; *p = o + n; return o; }
+    if (ST) { int64_t o = *p; *p = o + n; return o; }
     return __atomic_fetch_add(p, n, __ATOMIC_RELAXED);
 }
 static inline struct fcold *cold_of(struct frec *f)
@@ -301,7 +301,7 @@ static inline void CADD(struct frec *f, int c, uint64_t v)
     if (k < 0) { ADD(&cold_of(f)->c[~k], v); return; }
     uint32_t *p = &f->c[k];
     uint64_t carry;
-    if (LIKELY(__libc_single_threaded)) { uint64_t s = (uint64_t)*p + v; *p = (uint32_t)s; carry = s >> 32; }
+    if (ST) { uint64_t s = (uint64_t)*p + v; *p = (uint32_t)s; carry = s >> 32; }
     else {
         uint32_t old = __atomic_fetch_add(p, (uint32_t)v, __ATOMIC_RELAXED);
         carry = (((uint64_t)old + (uint32_t)v) >> 32) + (v >> 32);
@@ -315,7 +315,7 @@ static inline void BIN_INC(struct frec *f, int wr, int b)
 {
     uint8_t *p = &(wr ? f->hw : f->hr)[b];
     uint8_t old;
-    if (LIKELY(__libc_single_threaded)) old = (*p)++;
+    if (ST) old = (*p)++;
     else old = __atomic_fetch_add(p, 1, __ATOMIC_RELAXED);
     if (UNLIKELY(old == UINT8_MAX)) { struct fcold *x = cold_of(f); ADD(&(wr ? x->hw_hi : x->hr_hi)[b], 256); }
 }
@@ -332,7 +332,7 @@ static inline int gettid_cached(void)
 static inline void trace(uint16_t op, uint16_t fl, const struct frec *f, int64_t off, int64_t len, uint64_t t0,
                          uint64_t t1, int err)
 {
-    uint64_t i = __libc_single_threaded ? g_nops++ : __atomic_fetch_add(&g_nops, 1, __ATOMIC_RELAXED);
+    uint64_t i = ST ? g_nops++ : __atomic_fetch_add(&g_nops, 1, __ATOMIC_RELAXED);
     if (i >= g_ops_max) return;
     struct mtc_op_rec *o = &g_ops[i];
     o->start_ns = t0; o->dur_ns = t1 - t0; o->offset = off; o->length = len;
@@ -435,6 +435,16 @@ static inline struct ofd *fd_ofd(int fd)
     if (LIKELY(o > FD_NONE)) return o;
     return o ? NULL : fd_adopt(fd);
 }
+/* the absolute path /proc/self/fd gives for fd, into out[PATH_MAX] (NUL-terminated); its length, or -1 */
+static long fd_path(int fd, char *out)
+{
+    char lnk[64] = "/proc/self/fd/";
+    u64_str(lnk + 14, (uint64_t)fd);
+    long r = syscall(SYS_readlinkat, AT_FDCWD, lnk, out, PATH_MAX - 1);
+    if (r <= 0 || out[0] != '/') return -1;
+    out[r] = 0;
+    return r;
+}
 /* absolute normalised path of (dirfd, path) into out[PATH_MAX]; 0 on failure */
 static size_t abs_path(int dirfd, const char *path, char *out)
 {
@@ -451,10 +461,8 @@ static size_t abs_path(int dirfd, const char *path, char *out)
                 bl = o->f->path_len;
                 memcpy(out, g_paths + o->f->path_off, bl);
             } else {
-                char lnk[64] = "/proc/self/fd/";
-                u64_str(lnk + 14, (uint64_t)dirfd);
-                long r = syscall(SYS_readlinkat, AT_FDCWD, lnk, out, PATH_MAX - 1);
-                if (r <= 0 || out[0] != '/' || (size_t)r + 1 + n + 1 > PATH_MAX) return 0;
+                long r = fd_path(dirfd, out);
+                if (r <= 0 || (size_t)r + 1 + n + 1 > PATH_MAX) return 0;
                 bl = (size_t)r;
             }
         }
@@ -603,11 +611,8 @@ static struct ofd *fd_adopt(int fd)
     struct ofd *o = FD_NONE;
     if (syscall(SYS_fstat, fd, &st)) { errno = saved; return NULL; }
     if (S_ISREG(st.st_mode)) {
-        char lnk[64] = "/proc/self/fd/", path[PATH_MAX];
-        u64_str(lnk + 14, (uint64_t)fd);
-        long r = syscall(SYS_readlinkat, AT_FDCWD, lnk, path, PATH_MAX - 1);
-        if (r > 0 && path[0] == '/') {
-            path[r] = 0;
+        char path[PATH_MAX];
+        if (fd_path(fd, path) > 0) {
             size_t pl = norm_inplace(path);
             struct frec *f = excluded(path, pl) ? NULL : frec_get(path, pl, FF_INHERITED);
             long pos = f ? syscall(SYS_lseek, fd, 0, SEEK_CUR) : -1;
@@ -624,6 +629,15 @@ static struct ofd *fd_adopt(int fd)
     return o > FD_NONE ? o : NULL;
 }
 
+/* counters of a successful open (fd, stdio stream or Gfarm handle) */
+static void rec_open(struct frec *f, int created, uint64_t t0, uint64_t t1, uint16_t fl)
+{
+    CADD(f, C_OPENS, 1);
+    if (created) CADD(f, C_CREATES, 1);
+    CADD(f, C_T_OPEN, t1 - t0);
+    MINU_NZ(WCTR(f, C_FIRST_OPEN), t0);
+    if (UNLIKELY(g_trace)) trace(OP_OPEN, (uint16_t)(fl | (created ? OF_CREATED : 0)), f, -1, 0, t0, t1, 0);
+}
 /* register a successful open of (dirfd, path) as fd */
 static void reg_open(int fd, int dirfd, const char *path, int oflags, int created, uint64_t t0, uint64_t t1,
                      uint32_t ff)
@@ -637,11 +651,7 @@ static void reg_open(int fd, int dirfd, const char *path, int oflags, int create
     }
     struct ofd *o = ofd_new(f, pos);
     fd_install(fd, o ? o : FD_NONE);
-    CADD(f, C_OPENS, 1);
-    if (created) CADD(f, C_CREATES, 1);
-    CADD(f, C_T_OPEN, t1 - t0);
-    MINU_NZ(WCTR(f, C_FIRST_OPEN), t0);
-    if (UNLIKELY(g_trace)) trace(OP_OPEN, (uint16_t)((created ? OF_CREATED : 0) | (ff & FF_STDIO ? OF_STDIO : 0)), f, -1, 0, t0, t1, 0);
+    rec_open(f, created, t0, t1, ff & FF_STDIO ? OF_STDIO : 0);
 }
 /* a failed open counts as an error on its path (failed lookups are metadata load too) */
 static void rec_open_failed(int dirfd, const char *path, uint64_t t0, uint64_t t1, int err)
@@ -721,9 +731,12 @@ static int frec_active(const struct frec *f)
     for (int i = 0; i < NWIDE; i++)
         if (f->w[i]) return 1;
     const struct fcold *x = cold_if(f);
-    if (x)
-        for (int i = 0; i < NCOLD + NHOT; i++)   /* c, then c_hi */
+    if (x) {
+        for (int i = 0; i < NCOLD; i++)
             if (x->c[i]) return 1;
+        for (int i = 0; i < NHOT; i++)
+            if (x->c_hi[i]) return 1;
+    }
     return 0;
 }
 /* directories already written as DIR records: the last few, most recent first (files come in creation order, so
@@ -734,16 +747,17 @@ struct dir_mru {
     uint32_t id[MRU_N], len[MRU_N];
     const char *s[MRU_N];
 };
+/* put (id, d, len) first, shifting entries 0..k-1 down over slot k */
+static uint32_t mru_front(struct dir_mru *m, uint32_t k, uint32_t id, const char *d, uint32_t len)
+{
+    for (; k > 0; k--) { m->id[k] = m->id[k - 1]; m->len[k] = m->len[k - 1]; m->s[k] = m->s[k - 1]; }
+    m->id[0] = id; m->len[0] = len; m->s[0] = d;
+    return id;
+}
 static uint32_t dir_id(struct dir_mru *m, const char *d, uint32_t len)
 {
-    for (uint32_t k = 0; k < m->n; k++) {
-        if (m->len[k] != len || memcmp(m->s[k], d, len)) continue;
-        uint32_t id = m->id[k];
-        const char *s = m->s[k];
-        for (; k > 0; k--) { m->id[k] = m->id[k - 1]; m->len[k] = m->len[k - 1]; m->s[k] = m->s[k - 1]; }
-        m->id[0] = id; m->len[0] = len; m->s[0] = s;
-        return id;
-    }
+    for (uint32_t k = 0; k < m->n; k++)
+        if (m->len[k] == len && !memcmp(m->s[k], d, len)) return mru_front(m, k, m->id[k], m->s[k], len);
     uint32_t id = m->next_id++;
     uint32_t rl = (uint32_t)((8 + len + 7) & ~7u);
     wb_rec(R_DIR, rl);
@@ -751,10 +765,7 @@ static uint32_t dir_id(struct dir_mru *m, const char *d, uint32_t len)
     wb_put(kv, 8);
     wb_put(d, len);
     wb_pad(len);
-    uint32_t k = m->n < MRU_N ? m->n++ : MRU_N - 1;
-    for (; k > 0; k--) { m->id[k] = m->id[k - 1]; m->len[k] = m->len[k - 1]; m->s[k] = m->s[k - 1]; }
-    m->id[0] = id; m->len[0] = len; m->s[0] = d;
-    return id;
+    return mru_front(m, m->n < MRU_N ? m->n++ : MRU_N - 1, id, d, len);
 }
 /* FILE record (FORMAT.md): present slots as u32, or u64 when they do not fit; the name relative to a DIR record */
 static void wb_file(const struct frec *f, struct dir_mru *mru, uint64_t start_ns)
@@ -2132,11 +2143,7 @@ static void gf_reg(GFS_File g, const char *url, int created, uint64_t t0, uint64
     if (!f) return;
     struct ofd *o = ofd_new(f, 0);
     if (o) gf_put(g, o);
-    CADD(f, C_OPENS, 1);
-    if (created) CADD(f, C_CREATES, 1);
-    CADD(f, C_T_OPEN, t1 - t0);
-    MINU_NZ(WCTR(f, C_FIRST_OPEN), t0);
-    if (UNLIKELY(g_trace)) trace(OP_OPEN, (uint16_t)(OF_GFARM | (created ? OF_CREATED : 0)), f, -1, 0, t0, t1, 0);
+    rec_open(f, created, t0, t1, OF_GFARM);
 }
 DECL(gfarm_error_t, gfs_pio_open, (const char *, int, GFS_File *));
 DECL(gfarm_error_t, gfs_pio_create, (const char *, int, gfarm_mode_t, GFS_File *));
