@@ -257,6 +257,8 @@ static void *fallback_sym(const char *name)
 /* While the process has one thread (glibc's flag; it only ever turns false, in the thread that creates the second
  * one) plain loads and stores replace the locked instructions: each costs ~8 ns and an open/close takes several. */
 #define ST LIKELY(__libc_single_threaded)
+#define MTC_STR_(x) #x
+#define MTC_STR(x) MTC_STR_(x)
 static inline void ADD(uint64_t *p, uint64_t v)
 {
     if (ST) *p += v;
@@ -1063,7 +1065,7 @@ static void on_fatal(int sig)
 {
     int saved = errno;
     g_signal = sig;
-    write_log(E_SIGNAL);
+    if (g_on) write_log(E_SIGNAL);     /* off in a vfork child, whose memory is its parent's */
     /* re-raise with the original (default) disposition */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -1291,13 +1293,6 @@ EXPORT int execlp(const char *p, const char *arg, ...)
 EXPORT int execle(const char *p, const char *arg, ...)
 { COLLECT_ARGS(arg); char **env = va_arg(ap, char **); va_end(ap); return execve(p, av, env); }
 
-/* vfork: the child would share our memory (and record set) with the parent, so run it as a fork */
-DECL(pid_t, fork, (void));
-EXPORT pid_t vfork(void)
-{
-    RESOLVE(fork);
-    return real_fork();
-}
 
 /* ---------------------------------------------------------------- open / close / dup */
 static int is_creat(int flags) { return (flags & O_CREAT) && (flags & O_TMPFILE) != O_TMPFILE; }
@@ -2204,3 +2199,60 @@ EXPORT gfarm_error_t gfs_pio_read(GFS_File g, void *b, int n, int *np) { RESOLVE
 EXPORT gfarm_error_t gfs_pio_write(GFS_File g, const void *b, int n, int *np) { RESOLVE(gfs_pio_write); GF_IO(real_gfs_pio_write(g, b, n, np), 1, POS_ADVANCE(&o->pos, nb), OF_GFARM) }
 EXPORT gfarm_error_t gfs_pio_pread(GFS_File g, void *b, int n, gfarm_off_t off, int *np) { RESOLVE(gfs_pio_pread); GF_IO(real_gfs_pio_pread(g, b, n, off, np), 0, off, OF_GFARM | OF_POS) }
 EXPORT gfarm_error_t gfs_pio_pwrite(GFS_File g, const void *b, int n, gfarm_off_t off, int *np) { RESOLVE(gfs_pio_pwrite); GF_IO(real_gfs_pio_pwrite(g, b, n, off, np), 1, off, OF_GFARM | OF_POS) }
+
+/* ---------------------------------------------------------------- vfork */
+/* vfork.  The child shares our memory, so it must not touch the record set: tracing is paused (g_on = 0) from
+ * before the vfork until the parent resumes, which is exactly the child's life (it may only exec or _exit; its new
+ * image traces itself).  A wrapper cannot call vfork and return (the child's return would pop the frame the parent
+ * returns through), so on x86-64 the wrapper is a few instructions that make the syscall themselves, keeping the
+ * return address in a register like glibc's own vfork.  Elsewhere, and in a multi-threaded process (other threads
+ * would run untraced during the pause), vfork runs as a fork. */
+DECL(pid_t, fork, (void));
+static int g_vfork_paused;
+static pid_t vfork_as_fork(void)
+{
+    RESOLVE(fork);
+    return real_fork();
+}
+#if defined(__x86_64__)
+/* 1: make a real vfork (tracing paused if it was on); 0: run as a fork */
+__attribute__((used)) static int vfork_prepare(void)
+{
+    if (!g_on) return 1;
+    if (!ST) return 0;
+    /* resolve what the child may call before exec, so that it does not run dlsym in the parent's memory */
+    RESOLVE(execve); RESOLVE(execv); RESOLVE(execvp); RESOLVE(execvpe); RESOLVE(_exit); RESOLVE(close);
+    RESOLVE(dup2); RESOLVE(dup3);
+    g_vfork_paused = 1;
+    g_on = 0;
+    return 1;
+}
+__attribute__((used)) static long vfork_parent(long r)
+{
+    if (g_vfork_paused) { g_vfork_paused = 0; g_on = 1; }
+    if (r < 0) { errno = (int)-r; return -1; }
+    return r;
+}
+__attribute__((used)) static long vfork_fork(void) { return vfork_as_fork(); }
+__asm__(".text\n"
+        ".globl vfork\n"
+        ".type vfork, @function\n"
+        "vfork:\n"
+        "    subq $8, %rsp\n"                 /* align the stack for the call */
+        "    call vfork_prepare\n"
+        "    addq $8, %rsp\n"
+        "    testl %eax, %eax\n"
+        "    jz vfork_fork\n"                  /* tail call: returns to our caller */
+        "    popq %rdi\n"                      /* return address: the child may overwrite the stack slot */
+        "    movl $" MTC_STR(SYS_vfork) ", %eax\n"
+        "    syscall\n"
+        "    pushq %rdi\n"
+        "    testq %rax, %rax\n"
+        "    jz 1f\n"                          /* child: straight back to the caller */
+        "    movq %rax, %rdi\n"
+        "    jmp vfork_parent\n"               /* parent: resumes tracing, sets errno on failure */
+        "1:  ret\n"
+        ".size vfork, .-vfork\n");
+#else
+EXPORT pid_t vfork(void) { return vfork_as_fork(); }
+#endif

@@ -127,3 +127,21 @@ def test_argv_is_recorded_as_the_program_started(tmp_path):
     run(["sh", "-c", "echo x | head -3 >/dev/null; echo y | sort -r -k1 >/dev/null"], logdir=str(tmp_path))
     argvs = sorted(log.process["argv"] for log in logs(str(tmp_path)) if log.process["argv"][0] != "sh")
     assert argvs == [["head", "-3"], ["sort", "-r", "-k1"]]
+
+
+@pytest.mark.parametrize("mode", ["untraced", "loaded", "traced"])
+def test_vfork_stays_vfork(tmp_path, mode):
+    """The child of a vfork shares the parent's memory (the shim must not turn it into a fork) and its close() of an
+    inherited fd neither closes the parent's nor lands in the parent's record."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    out = tmp_path / "out"
+    traced = mode == "traced"
+    r = run([prog("vforkshare"), str(out)], str(logdir) if traced else None,
+            env_extra={"_loaded_only": True} if mode == "loaded" else None)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"42\n", b"")
+    assert out.read_bytes() == b"abcdefg"
+    if traced:
+        (log,) = logs(str(logdir))
+        assert nonzero(log.file_by_path(str(out))) == dict(opens=1, creates=1, closes=1, writes=2, bytes_written=7,
+                                                          max_offset=7)
