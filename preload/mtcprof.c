@@ -1180,12 +1180,18 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
         g_ops = g_ops_max ? arena(g_ops_max * sizeof(struct mtc_op_rec)) : NULL;
         g_trace = g_ops != NULL;
     }
-    g_frecs = arena(sizeof(struct frec) * FREC_MAX);
-    g_cold = arena(sizeof(struct fcold) * FREC_MAX);
-    g_bkt = arena(sizeof(uint32_t) * NBUCKETS);
-    g_paths = arena(PATHS_BYTES);
-    g_ofds = arena(sizeof(struct ofd) * OFD_MAX);
-    if (!g_frecs || !g_cold || !g_bkt || !g_paths || !g_ofds) { warn_once("cannot reserve memory", "", ENOMEM); errno = saved; return; }
+    /* the tables share one reservation (pages are backed only when touched): one mapping to make per process */
+    const size_t parts[] = {sizeof(struct frec) * FREC_MAX, sizeof(struct fcold) * FREC_MAX,
+                            sizeof(uint32_t) * NBUCKETS, PATHS_BYTES, sizeof(struct ofd) * OFD_MAX};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) total += (parts[i] + 4095) & ~(size_t)4095;
+    char *mem = arena(total);
+    if (!mem) { warn_once("cannot reserve memory", "", ENOMEM); errno = saved; return; }
+    g_frecs = (struct frec *)mem; mem += (parts[0] + 4095) & ~(size_t)4095;
+    g_cold = (struct fcold *)mem; mem += (parts[1] + 4095) & ~(size_t)4095;
+    g_bkt = (uint32_t *)mem; mem += (parts[2] + 4095) & ~(size_t)4095;
+    g_paths = mem; mem += (parts[3] + 4095) & ~(size_t)4095;
+    g_ofds = (struct ofd *)mem;
     time_base();
     install_signals();
     pthread_atfork(NULL, NULL, atfork_child);
