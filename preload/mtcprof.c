@@ -1299,7 +1299,6 @@ EXPORT int execlp(const char *p, const char *arg, ...)
 EXPORT int execle(const char *p, const char *arg, ...)
 { COLLECT_ARGS(arg); char **env = va_arg(ap, char **); va_end(ap); return execve(p, av, env); }
 
-
 /* ---------------------------------------------------------------- open / close / dup */
 static int is_creat(int flags) { return (flags & O_CREAT) && (flags & O_TMPFILE) != O_TMPFILE; }
 /* open with O_CREAT: try O_EXCL first to learn whether this call creates the file (same effect as the original
@@ -2207,7 +2206,7 @@ EXPORT gfarm_error_t gfs_pio_pread(GFS_File g, void *b, int n, gfarm_off_t off, 
 EXPORT gfarm_error_t gfs_pio_pwrite(GFS_File g, const void *b, int n, gfarm_off_t off, int *np) { RESOLVE(gfs_pio_pwrite); GF_IO(real_gfs_pio_pwrite(g, b, n, off, np), 1, off, OF_GFARM | OF_POS) }
 
 /* ---------------------------------------------------------------- vfork */
-/* vfork.  The child shares our memory, so it must not touch the record set: tracing is paused (g_on = 0) from
+/* The child of a vfork shares our memory, so it must not touch the record set: tracing is paused (g_on = 0) from
  * before the vfork until the parent resumes, which is exactly the child's life (it may only exec or _exit; its new
  * image traces itself).  A wrapper cannot call vfork and return (the child's return would pop the frame the parent
  * returns through), so on x86-64 the wrapper is a few instructions that make the syscall themselves, keeping the
@@ -2215,7 +2214,7 @@ EXPORT gfarm_error_t gfs_pio_pwrite(GFS_File g, const void *b, int n, gfarm_off_
  * would run untraced during the pause), vfork runs as a fork. */
 DECL(pid_t, fork, (void));
 static int g_vfork_paused;
-static pid_t vfork_as_fork(void)
+__attribute__((used)) static pid_t vfork_as_fork(void)
 {
     RESOLVE(fork);
     return real_fork();
@@ -2239,7 +2238,6 @@ __attribute__((used)) static long vfork_parent(long r)
     if (r < 0) { errno = (int)-r; return -1; }
     return r;
 }
-__attribute__((used)) static long vfork_fork(void) { return vfork_as_fork(); }
 __asm__(".text\n"
         ".globl vfork\n"
         ".type vfork, @function\n"
@@ -2248,7 +2246,7 @@ __asm__(".text\n"
         "    call vfork_prepare\n"
         "    addq $8, %rsp\n"
         "    testl %eax, %eax\n"
-        "    jz vfork_fork\n"                  /* tail call: returns to our caller */
+        "    jz vfork_as_fork\n"               /* tail call: returns to our caller */
         "    popq %rdi\n"                      /* return address: the child may overwrite the stack slot */
         "    movl $" MTC_STR(SYS_vfork) ", %eax\n"
         "    syscall\n"
