@@ -1556,12 +1556,14 @@ EXPORT ssize_t preadv64v2(int fd, const struct iovec *v, int c, off64_t off, int
 EXPORT ssize_t pwritev2(int fd, const struct iovec *v, int c, off_t off, int fl) { RESOLVE(pwritev2); IO_BODY(ssize_t, fd, 1, real_pwritev2(fd, v, c, off, fl), V2_OFF, OF_VEC | (off == -1 ? 0 : OF_POS)) }
 EXPORT ssize_t pwritev64v2(int fd, const struct iovec *v, int c, off64_t off, int fl) { RESOLVE(pwritev64v2); IO_BODY(ssize_t, fd, 1, real_pwritev64v2(fd, v, c, off, fl), V2_OFF, OF_VEC | (off == -1 ? 0 : OF_POS)) }
 
-/* copy_file_range / sendfile: a read on the input and a write on the output */
+/* copy_file_range / sendfile: a read on the input and a write on the output.  When both are traced the call's time
+   is split between them (first half read, second half write): summed, it counts once, as the call did */
 static void rec_copy(int in, int out, int64_t *inoff, int64_t *outoff, int64_t r, uint64_t t0, uint64_t t1, int err)
 {
     struct ofd *oi = fd_ofd(in), *oo = fd_ofd(out);
-    if (oi) rec_rw(oi->f, 0, r < 0 ? -1 : inoff ? *inoff - r : (oi->pos >= 0 ? POS_ADVANCE(&oi->pos, r) : -1), r, t0, t1, OF_COPY, err);
-    if (oo) rec_rw(oo->f, 1, r < 0 ? -1 : outoff ? *outoff - r : (oo->pos >= 0 ? POS_ADVANCE(&oo->pos, r) : -1), r, t0, t1, OF_COPY, err);
+    uint64_t tm = t0 + (t1 - t0) / 2;
+    if (oi) rec_rw(oi->f, 0, r < 0 ? -1 : inoff ? *inoff - r : (oi->pos >= 0 ? POS_ADVANCE(&oi->pos, r) : -1), r, t0, oo ? tm : t1, OF_COPY, err);
+    if (oo) rec_rw(oo->f, 1, r < 0 ? -1 : outoff ? *outoff - r : (oo->pos >= 0 ? POS_ADVANCE(&oo->pos, r) : -1), r, oi ? tm : t0, t1, OF_COPY, err);
 }
 DECL(ssize_t, copy_file_range, (int, off64_t *, int, off64_t *, size_t, unsigned));
 EXPORT ssize_t copy_file_range(int in, off64_t *pin, int out, off64_t *pout, size_t n, unsigned fl)
