@@ -9,6 +9,14 @@ examples:
   mtcenvelope show --db mtc.db --name bed4
   mtcenvelope export --db mtc.db --name bed4 --format yaml -o bed4.yaml
   mtcenvelope plot --db mtc.db --name bed4 -o fig/
+
+exit codes:
+  0    ok
+  1    measure: some points failed (stored with their reasons, see show --failed);
+       any command: a file or db could not be read or written
+  2    bad input: bad options, an unreadable or implausible benchmark output, a duplicate import
+  130  interrupted (Ctrl-C, SIGTERM): the points measured so far are kept, the run is
+       marked interrupted in list and export
 """
 from __future__ import annotations
 
@@ -133,7 +141,7 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--name", help="run (default: the latest envelope run)")
     ex.add_argument("--format", choices=["yaml", "csv"], default=None,
                     help="default: from the -o suffix, else yaml")
-    ex.add_argument("-o", "--output", help="file (default stdout)")
+    ex.add_argument("-o", "--output", help="file, or - for stdout (default stdout)")
 
     pl = sub.add_parser("plot", help="one PNG per metric (like the seed's Figs. 5-13) + index.html")
     pl.add_argument("--db", required=True)
@@ -151,6 +159,9 @@ def main(argv=None) -> int:
     try:
         return {"measure": cmd_measure, "import": cmd_import, "list": cmd_list,
                 "show": cmd_show, "export": cmd_export, "plot": cmd_plot}[args.cmd](args)
+    except BrokenPipeError:   # `mtcenvelope export | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("mtcenvelope: interrupted", file=sys.stderr)
         return 130
@@ -194,35 +205,18 @@ def cmd_measure(a) -> int:
         res = M.measure(a.db, name, target, sweep, append=a.append, progress=not a.quiet)
     print(f"{'interrupted' if res['interrupted'] else 'done'}: run {res['run']!r} in "
           f"{res['db']}: {res['points']} points ({res['failed']} failed) in "
-          f"{res['seconds']:.1f} s", file=sys.stderr)
-    return 130 if res["interrupted"] else 0
+          f"{res['seconds']:.1f} s"
+          + (f"; files left under {res['workdir']} (gfrm -rf to remove)"
+             if res["interrupted"] and res.get("workdir") else ""), file=sys.stderr)
+    if res["interrupted"]:
+        return 130
+    return 1 if res["failed"] else 0
 
 
 def cmd_import(a) -> int:
-    from mtcio.db import store as dbstore
-    from .drivers import parse_file
-    ctx: dict = {}
-    if a.metric:
-        ctx["read_metric"] = a.metric
-    if a.hosts:
-        ctx["hosts"] = a.hosts
-    if a.procs_per_host:
-        ctx["procs_per_host"] = a.procs_per_host
-    pts_all = []
-    for f in a.files:      # parse everything first: one bad file stores nothing
-        pts = parse_file(f, dict(ctx, config={"imported_from": os.path.abspath(f)}), a.tool)
-        pts_all.append((f, pts))
-    conn = dbstore.connect(a.db)
-    try:
-        total = 0
-        for f, pts in pts_all:
-            total += dbstore.add_envelope_points(conn, a.name, pts, meta={
-                "tool": "import", "files": [os.path.abspath(x) for x in a.files]})
-            print(f"{f}: {len(pts)} points ({', '.join(sorted({p.metric for p in pts}))})",
-                  file=sys.stderr)
-    finally:
-        conn.close()
-    print(f"imported {total} points into run {a.name!r} of {a.db}", file=sys.stderr)
+    from .importer import import_files
+    import_files(a.files, a.db, a.name, read_metric=a.metric, tool=a.tool, hosts=a.hosts,
+                 procs_per_host=a.procs_per_host, log=lambda m: print(m, file=sys.stderr))
     return 0
 
 
@@ -248,9 +242,9 @@ def cmd_show(a) -> int:
         bad = df[~df["ok"]]
         if bad.empty:
             print("no failed points")
-        for _, r in bad.iterrows():
-            print(f"{r.metric:>4} size={r.file_size} ppn={r.procs_per_host} hosts={r.hosts} "
-                  f"repeat={r.repeat}: {r.error}")
+        for r in bad.to_dict("records"):   # not iterrows: r.repeat is Series.repeat there
+            print(f"{r['metric']:>4} size={r['file_size']} ppn={r['procs_per_host']} "
+                  f"hosts={r['hosts']} repeat={r['repeat']}: {r['error']}")
         return 0
     print(summary(df).to_string(index=False))
     return 0
@@ -260,7 +254,7 @@ def cmd_export(a) -> int:
     from .export import export
     fmt = a.format or ("csv" if (a.output or "").endswith(".csv") else "yaml")
     text = export(a.db, a.name, fmt)
-    if a.output:
+    if a.output and a.output != "-":
         with open(a.output, "w") as f:
             f.write(text)
         print(f"wrote {a.output}", file=sys.stderr)

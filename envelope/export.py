@@ -26,6 +26,17 @@ COLUMNS = ["metric", "file_size", "procs_per_host", "hosts", "nprocs", "repeat",
            "ok", "error", "tool", "tool_version", "config", "run"]
 CSV_COLUMNS = ["run", "metric", "file_size", "procs_per_host", "hosts", "nprocs", "repeat",
                "value", "unit", "ok", "error", "tool", "tool_version", "config"]
+# the run's status, last CSV column (every row the same): complete | interrupted | running
+# (a sweep that is still going or died without a word) | "" (made before runs had a status)
+CSV_STATUS = "run_status"
+
+
+def run_status(meta: dict | None) -> str:
+    """complete | interrupted | running | '' for a run's meta (imports are complete)."""
+    meta = meta or {}
+    if meta.get("status"):
+        return str(meta["status"])
+    return "complete" if meta.get("tool") == "import" else ""
 
 
 def _is_sqlite(path: str) -> bool:
@@ -60,11 +71,12 @@ def runs_table(db: str) -> pd.DataFrame:
         rows.append({"name": r["name"],
                      "created": pd.Timestamp(r["created"], unit="s").strftime("%Y-%m-%d %H:%M:%S")
                      if r["created"] else "",
+                     "status": run_status(meta),
                      "tool": meta.get("tool", ""), "hosts": len(meta.get("hosts", []) or []) or "",
                      "points": len(p), "failed": int((~p["ok"]).sum()) if len(p) else 0,
                      "metrics": ",".join(sorted(set(p["metric"]))) if len(p) else ""})
-    return pd.DataFrame(rows, columns=["name", "created", "tool", "hosts", "points", "failed",
-                                       "metrics"])
+    return pd.DataFrame(rows, columns=["name", "created", "status", "tool", "hosts", "points",
+                                       "failed", "metrics"])
 
 
 def _normalise(df: pd.DataFrame, run: str | None) -> pd.DataFrame:
@@ -95,9 +107,14 @@ def load(path_or_db: str | os.PathLike, name: str | None = None) -> pd.DataFrame
         with Store(path) as st:
             run = name or _latest_envelope_run(st)
             df = st.envelope(run)
+            r = st.runs()
+            row = r[r["name"] == run]
+            meta = (row.iloc[0]["meta"] or {}) if len(row) else {}
         if df.empty:
             raise LookupError(f"run {run!r} of {path} has no envelope points")
-        return _normalise(df, run)
+        out = _normalise(df, run)
+        out.attrs["status"] = run_status(meta)
+        return out
     with open(path) as f:
         text = f.read()
     if text.lstrip().startswith(("run,", "metric,")):
@@ -108,6 +125,7 @@ def load(path_or_db: str | os.PathLike, name: str | None = None) -> pd.DataFrame
         if missing:
             raise ValueError(f"{path}: CSV lacks column(s) {', '.join(missing)}")
         runs = set(df["run"]) if "run" in df else {None}
+        status = str(df[CSV_STATUS].iloc[0]) if CSV_STATUS in df and len(df) else ""
     else:
         import yaml
         doc = yaml.safe_load(text)
@@ -122,13 +140,16 @@ def load(path_or_db: str | os.PathLike, name: str | None = None) -> pd.DataFrame
                          "unit": p.get("unit") or (doc.get("units") or {}).get(p["metric"])})
         df = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "nprocs"])
         runs = {doc.get("run")}
+        status = str(doc.get("status") or "")
     if name is not None and name not in runs:
         raise LookupError(f"{path} holds run(s) {sorted(map(str, runs))}, not {name!r}")
     if df.empty:
         raise LookupError(f"{path} holds no envelope points")
     if name is not None and "run" in df:
         df = df[df["run"] == name]
-    return _normalise(df, name)
+    out = _normalise(df, name)
+    out.attrs["status"] = status
+    return out
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -163,16 +184,18 @@ def export(db: str, name: str | None, fmt: str) -> str:
             r = st.runs()
             row = r[r["name"] == run]
             meta = (row.iloc[0]["meta"] or {}) if len(row) else {}
+    status = df.attrs.get("status", "")
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(CSV_COLUMNS)
+        w.writerow(CSV_COLUMNS + [CSV_STATUS])
         for p in df.to_dict("records"):
             w.writerow([p["run"], p["metric"], p["file_size"], p["procs_per_host"], p["hosts"],
                         p["nprocs"], p["repeat"],
                         "" if not p["ok"] or math.isnan(p["value"]) else repr(float(p["value"])),
                         p["unit"], int(p["ok"]), p["error"] or "", p["tool"],
-                        p["tool_version"] or "", json.dumps(p["config"], sort_keys=True)])
+                        p["tool_version"] or "", json.dumps(p["config"], sort_keys=True),
+                        status])
         return buf.getvalue()
     if fmt != "yaml":
         raise ValueError(f"unknown format {fmt!r}: yaml or csv")
@@ -188,6 +211,38 @@ def export(db: str, name: str | None, fmt: str) -> str:
             d["error"] = p["error"]
         d.update({"tool": p["tool"], "tool_version": p["tool_version"], "config": p["config"]})
         points.append(d)
-    doc = {"format": FORMAT, "version": FORMAT_VERSION, "run": run, "meta": meta,
+    doc = {"format": FORMAT, "version": FORMAT_VERSION, "run": run, "status": status,
+           "meta": meta,
            "units": {m: u for m, u in METRICS.items()}, "points": points}
     return yaml.safe_dump(doc, sort_keys=False, width=120)
+
+
+def is_export(text: str) -> bool:
+    """Whether a file's text is one of export()'s formats (YAML or CSV)."""
+    head = text.lstrip()[:4096]
+    return head.startswith(("run,", "metric,")) or \
+        any(ln.strip() == f"format: {FORMAT}" for ln in head.splitlines()[:5])
+
+
+def points_of_export(path: str) -> list:
+    """The points of an exported YAML/CSV file, as stored (same repeat numbers, values,
+    configs): what `mtcenvelope import` stores so that export -> import -> export is exact."""
+    from .points import ParseError, Point
+    try:
+        df = load(path)
+    except (LookupError, ValueError, KeyError, TypeError) as e:
+        raise ParseError(path, f"not a readable envelope export: {e}") from None
+    except Exception as e:  # noqa: BLE001 - yaml/csv/pandas errors of a damaged file
+        raise ParseError(path, f"not a readable envelope export: {type(e).__name__}: "
+                         f"{str(e)[:200]}") from None
+    pts = []
+    for n, r in enumerate(df.to_dict("records"), 1):
+        try:
+            ok = bool(r["ok"])
+            pts.append(Point(r["metric"], int(r["file_size"]), int(r["procs_per_host"]),
+                             int(r["hosts"]), float(r["value"]) if ok else math.nan, r["unit"],
+                             int(r["repeat"]), str(r["tool"]), r["tool_version"],
+                             dict(r["config"]), ok, r["error"]))
+        except (ValueError, TypeError) as e:
+            raise ParseError(path, f"point {n}: {e}") from None
+    return pts

@@ -634,9 +634,12 @@ class Measurer:
         return self.emit(st, metric, runs, err, cfg, st.size)
 
     def step_cleanup(self, st: Step) -> None:
-        self.helper(["gfrm", "-rf", *[f"{self.root}/s{st.size}"]],
+        # only this host count's directories: the next host count writes into its own
+        # directories of the same size, made once by setup()
+        self.helper(["gfrm", "-rf", *[f"{self.root}/s{st.size}/p{p}h{st.h}"
+                                      for p in self.sw.procs]],
                     timeout=max(60.0, self.sw.timeout))
-        for key in [k for k in self.written if k[0] == st.size]:
+        for key in [k for k in self.written if k[0] == st.size and k[2] == st.h]:
             del self.written[key]
 
     def run(self, steps: Sequence[Step]) -> None:
@@ -718,7 +721,9 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "metrics": sweep.metrics, "backend": target.backend, "launcher": target.launcher_doc,
             "mount": target.mount, "timeout_s": sweep.timeout,
             "drop_caches": sweep.drop_caches, "started": time.time(),
-            "testbed": bool(target.testbed)}
+            "testbed": bool(target.testbed), "status": "running"}
+    if row is not None:
+        set_status(conn, name, "running")
 
     def store_fn(points):
         dbstore.add_envelope_points(conn, name, points, meta=meta)
@@ -734,21 +739,35 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             signal.signal(signal.SIGTERM, _sigterm)
         m.run(steps)
         m.close()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:      # the caller says "interrupted" (once)
         interrupted = True
         m.kill()
-        print(f"\ninterrupted: {m.n_points} points kept in run {name!r} of {db}; files left "
-                  f"under {m.root} (gfrm -rf to remove)", file=stream or sys.stderr)
     except BaseException:
         m.kill()
         raise
     finally:
         if threading_main():
             signal.signal(signal.SIGTERM, old)
-        conn.close()
+        try:   # a run that died without getting here stays "running" (list shows it)
+            set_status(conn, name, "interrupted" if interrupted else "complete")
+        finally:
+            conn.close()
     return {"run": name, "db": db, "points": m.n_points, "failed": m.n_failed,
             "seconds": time.monotonic() - t0, "steps": len(steps), "interrupted": interrupted,
             "workdir": m.root}
+
+
+def set_status(conn, name: str, status: str) -> None:
+    """Mark run ``name`` complete | interrupted | running in its meta (list and export show
+    it); nothing when the run has no point yet."""
+    row = conn.execute("SELECT meta FROM runs WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        return
+    meta = json.loads(row[0]) if row[0] else {}
+    meta["status"] = status
+    with conn:
+        conn.execute("UPDATE runs SET meta = ? WHERE name = ?", (json.dumps(meta, sort_keys=True),
+                                                                name))
 
 
 def _sigterm(signum, frame):

@@ -21,8 +21,20 @@ METRICS: dict[str, str] = {
     "TN": "ops/s", "BN": "bytes/s",
     "TL": "ops/s", "BL": "bytes/s",
 }
+# Metrics some external tools measure instead of a core one (envelope/README.md, "Metrics"):
+# the predictor reads the core METRICS; these are kept apart so that no tool's point stands
+# for a core metric it did not measure.
+#   Tmu: creates + close of empty files, one directory per process (mdtest -u) instead of
+#        one directory shared by all processes (Tm);
+#   TNp/BNp: N-to-1 "partitioned" reads: each of N processes reads its 1/N slice of one
+#        shared file (IOR without -F); one op = one slice, file_size = the shared file.
+#        TN/BN: every process reads the whole shared file (one op = one whole file).
+EXTRA_METRICS: dict[str, str] = {"Tmu": "ops/s", "TNp": "ops/s", "BNp": "bytes/s"}
+UNITS: dict[str, str] = {**METRICS, **EXTRA_METRICS}
+
 # the throughput metric of each bandwidth metric and back
 PAIRS: dict[str, str] = {"T1L": "B1L", "T1R": "B1R", "TN": "BN", "TL": "BL"}
+ALL_PAIRS: dict[str, str] = {**PAIRS, "TNp": "BNp"}
 BANDWIDTH_OF = PAIRS
 THROUGHPUT_OF = {b: t for t, b in PAIRS.items()}
 
@@ -52,6 +64,10 @@ class NoEnvelopeMetric(ParseError):
     """A well-formed output whose phases map to no envelope metric (e.g. an N-to-1 write)."""
 
 
+class ImplausibleValue(ValueError):
+    """A point whose numbers cannot be a measurement (negative rate or size, 0 hosts ...)."""
+
+
 @dataclass
 class Point:
     metric: str
@@ -68,12 +84,22 @@ class Point:
     error: str | None = None
 
     def __post_init__(self):
-        if self.metric not in METRICS:
-            raise ValueError(f"unknown metric {self.metric!r}; one of {', '.join(METRICS)}")
-        if self.unit != METRICS[self.metric]:
-            raise ValueError(f"metric {self.metric} is in {METRICS[self.metric]}, not {self.unit}")
+        if self.metric not in UNITS:
+            raise ValueError(f"unknown metric {self.metric!r}; one of {', '.join(UNITS)}")
+        if self.unit != UNITS[self.metric]:
+            raise ValueError(f"metric {self.metric} is in {UNITS[self.metric]}, not {self.unit}")
+        # implausible values are an error, not a point (a parser fed a damaged output)
         if self.ok and not (isinstance(self.value, (int, float)) and math.isfinite(self.value)):
-            raise ValueError(f"an ok point needs a finite value, not {self.value!r}")
+            raise ImplausibleValue(f"{self.metric}: an ok point needs a finite value, not "
+                                   f"{self.value!r}")
+        if self.ok and self.value < 0:
+            raise ImplausibleValue(f"{self.metric} of {self.value!r} {self.unit}: negative")
+        for what, v, low in (("file_size", self.file_size, 0), ("procs_per_host",
+                             self.procs_per_host, 1), ("hosts", self.hosts, 1),
+                             ("repeat", self.repeat, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ImplausibleValue(f"{self.metric}: {what} must be an integer >= {low}, "
+                                       f"not {v!r}")
         if not self.ok and not self.error:
             raise ValueError("a failed point must carry its reason in error")
 
@@ -94,13 +120,13 @@ class Point:
     def failed(cls, metric: str, file_size: int, procs_per_host: int, hosts: int, repeat: int,
                tool: str, error: str, tool_version: str | None = None,
                config: dict[str, Any] | None = None) -> "Point":
-        return cls(metric, file_size, procs_per_host, hosts, math.nan, METRICS[metric], repeat,
+        return cls(metric, file_size, procs_per_host, hosts, math.nan, UNITS[metric], repeat,
                    tool, tool_version, dict(config or {}), ok=False, error=error)
 
 
 def pair(metric_t: str, ops_per_s: float, bytes_per_op: int, **kw) -> list[Point]:
     """A throughput point and its bandwidth twin from one measurement: B = T x bytes per op."""
-    metric_b = PAIRS[metric_t]
+    metric_b = ALL_PAIRS[metric_t]
     return [Point(metric_t, value=ops_per_s, unit="ops/s", **kw),
             Point(metric_b, value=ops_per_s * bytes_per_op, unit="bytes/s", **kw)]
 

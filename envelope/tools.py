@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from .drivers import get_driver
+from .drivers import get_driver, parse_text
 from .points import ParseError, Point
 
 INSTALL_HINT = {
@@ -66,7 +66,8 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
         conn.close()
         raise MeasureError(f"run {name!r} already exists in {db}; pick another --name or --append")
     meta = {"tool": tool, "tool_version": version, "hosts": target.hosts,
-            "sizes": sweep.sizes, "procs_per_host": sweep.procs, "repeat": sweep.repeat}
+            "sizes": sweep.sizes, "procs_per_host": sweep.procs, "repeat": sweep.repeat,
+            "status": "running"}
     root = f"{sweep.workdir.rstrip('/')}/{tool}-{os.getpid()}-{int(time.time())}"
     per_host = tool == "fio"
     agents = {h: Agent(h, target.launcher) for h in target.hosts} if per_host else {}
@@ -106,7 +107,7 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
                     if bad:
                         err = f"{bad[0].host}: {tool} exit {bad[0].rc}: {bad[0].stderr[-300:]}"
                     else:
-                        per = [drv.parse(r.stdout, dict(ctx, hosts=1)) for r in res]
+                        per = [parse_text(r.stdout, dict(ctx, hosts=1), tool) for r in res]
                         pts = _sum_hosts(per, h)
                 else:
                     lau = shlex.split(mpi_launcher)
@@ -122,7 +123,7 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
                     if rc != 0:
                         err = f"{tool} exit {rc}: {er.strip()[-300:]}"
                     else:
-                        pts = drv.parse(out, ctx)
+                        pts = parse_text(out, ctx, tool)
             except (ParseError, ValueError) as e:
                 err = str(e)
             if err:
@@ -142,7 +143,11 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
     finally:
         for a in agents.values():
             a.kill()
-        conn.close()
+        from .measure import set_status
+        try:
+            set_status(conn, name, "interrupted" if interrupted else "complete")
+        finally:
+            conn.close()
     return {"run": name, "db": db, "points": n, "failed": failed, "interrupted": interrupted,
             "seconds": time.monotonic() - t0, "steps": len(steps), "workdir": root}
 

@@ -78,6 +78,24 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
         testbed.exec(testbed.hosts[0], ["gfrm", "-rf", "/envtest"], check=False)
 
 
+@pytest.mark.parametrize("counts,expect", [("1..all", [1, 2, 3, 4]), ("4,2", [4, 2])])
+def test_host_counts_sweep(testbed, tmp_path, counts, expect):
+    """Every host count writes and reads its own files (the cleanup of one host count used to
+    remove the next one's directories: every write after the first failed, exit 0)."""
+    db = tmp_path / "h.db"
+    cp = measure("--db", db, "--name", "hc", "--host-counts", counts, "--sizes", "1k,128k",
+                 "--procs", "1", "--repeat", "1", "--metrics", "TL,BL,T1L,B1L,T1R,B1R", "--quiet")
+    df = load(db, "hc")
+    assert df["ok"].all(), df.loc[~df["ok"], "error"].tolist()[:3]
+    assert sorted(set(df["hosts"])) == sorted(expect)
+    for h in expect:
+        got = df[df.hosts == h]
+        assert set(got["metric"]) == ({"TL", "BL", "T1L", "B1L"} if h == 1 else
+                                      {"TL", "BL", "T1L", "B1L", "T1R", "B1R"})
+        assert set(got["file_size"]) == {1024, 128 << 10}
+    assert "(0 failed)" in cp.stderr
+
+
 def test_ctrl_c_keeps_the_points_measured_so_far(testbed, tmp_path):
     db = str(tmp_path / "c.db")
     p = subprocess.Popen(CLI + ["--db", db, "--name", "cc", "--sizes", "1k", "--procs", "1,2",
@@ -90,11 +108,15 @@ def test_ctrl_c_keeps_the_points_measured_so_far(testbed, tmp_path):
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
-    assert "interrupted" in err and "points kept" in err
+    assert err.count("interrupted:") == 1 and "files left under" in err, err
     kept = npoints(db)
     assert kept >= 6
     df = load(db, "cc")
     assert df["ok"].all()
+    assert df.attrs["status"] == "interrupted"
+    lst = subprocess.run([sys.executable, "-m", "mtcio.envelope.cli", "list", "--db", db,
+                          "--json"], capture_output=True, text=True).stdout
+    assert json.loads(lst)[0]["status"] == "interrupted"
     # no engine of this sweep left behind (its paths name the run: /mtcenvelope/cc-PID-...)
     time.sleep(0.5)
     ps = subprocess.run(["pgrep", "-u", "mtcbed", "-f", f"mtcenvelope/cc-{p.pid}-"],
@@ -126,7 +148,8 @@ def test_gfsd_killed_mid_sweep(testbed, tmp_path):
         if p.poll() is None:
             p.kill()
         mtcbed("down")             # the next test gets a healthy testbed
-    assert p.returncode == 0, err[-2000:]
+    assert p.returncode == 1, err[-2000:]         # some points failed: exit 1
+    assert "failed) in" in err
     df = load(db, "kill")
     assert len(df) == 6 * 6                       # every planned point is there
     bad = df[~df["ok"]]

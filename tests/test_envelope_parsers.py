@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mtcio.envelope.drivers import DRIVERS, get_driver, parse_file, parse_text
-from mtcio.envelope.points import (METRICS, NoEnvelopeMetric, ParseError, Point,
+from mtcio.envelope.points import (METRICS, UNITS, NoEnvelopeMetric, ParseError, Point,
                                    TruncatedOutput, UnknownFormat)
 
 FIX = Path(__file__).parent / "fixtures"
@@ -41,7 +41,7 @@ def test_every_fixture_parses(path):
     pts = parse_file(path)
     assert pts
     for p in pts:
-        assert isinstance(p, Point) and p.metric in METRICS and p.unit == METRICS[p.metric]
+        assert isinstance(p, Point) and p.metric in UNITS and p.unit == UNITS[p.metric]
         assert p.file_size > 0 and p.procs_per_host >= 1 and p.hosts >= 1 and p.repeat >= 0
         assert p.tool in DRIVERS and p.config["source"] == str(path)
         json.dumps(p.config)                      # storable
@@ -51,7 +51,7 @@ def test_every_fixture_parses(path):
             assert p.value > 0 and math.isfinite(p.value)
     # every throughput point has its bandwidth twin with B = T x bytes per op
     for p in pts:
-        if p.metric in ("T1L", "T1R", "TN", "TL") and p.ok:
+        if p.metric in ("T1L", "T1R", "TN", "TNp", "TL") and p.ok:
             b = one(pts, "B" + p.metric[1:], p.repeat, file_size=p.file_size,
                     config=p.config)
             assert b.value > p.value
@@ -101,15 +101,21 @@ def test_ior_text_16m_np4_by_hand():
 
 def test_ior_text_interleaved_libgfarm_lines_and_shared_file():
     pts = parse_file(IOR / "ior-gfarm-shared-t1m-b4m-s4-np4.txt")
-    # N-to-1 write of a shared file is no envelope metric: only the reads remain
-    assert {p.metric for p in pts} == {"TN", "BN"}
-    assert sorted(p.repeat for p in pts if p.metric == "TN") == [0, 1, 2]
+    # N-to-1 write of a shared file is no envelope metric: only the reads remain, and they
+    # are partitioned (each rank its 1/N slice), not TN's whole-file reads: TNp/BNp
+    assert {p.metric for p in pts} == {"TNp", "BNp"}
+    assert sorted(p.repeat for p in pts if p.metric == "TNp") == [0, 1, 2]
     # "read      2891.10    2947.70 ... 2" (after two 'libgfarm: <info>' lines)
-    bn = one(pts, "BN", 2)
+    bn = one(pts, "BNp", 2)
     assert bn.value == pytest.approx(2891.10 * MiB, rel=1e-12)
     assert bn.file_size == 64 * MiB               # the shared file; each rank reads 16 MiB
-    assert one(pts, "TN", 2).value == pytest.approx(2891.10 / 16, rel=1e-12)
+    assert one(pts, "TNp", 2).value == pytest.approx(2891.10 / 16, rel=1e-12)
     assert "partitioned" in bn.config["n_to_1"]
+    assert (bn.config["files_per_proc"], bn.config["ops"], bn.config["bytes_per_op"]) == \
+        (1, 4, 16 * MiB)
+    # the caller's "these are TN reads" cannot turn a partitioned read into TN
+    assert {p.metric for p in parse_file(IOR / "ior-gfarm-shared-t1m-b4m-s4-np4.txt",
+                                         {"read_metric": "TN"})} == {"TNp", "BNp"}
 
 
 def test_ior_json_by_hand():
@@ -130,8 +136,8 @@ def test_ior_json_readonly_shared():
     bws = [r["bwMiB"] for r in doc["tests"][0]["Results"]]
     assert len(bws) == 3
     for rep, bw in enumerate(bws):
-        assert one(pts, "BN", rep).value == pytest.approx(bw * MiB, rel=1e-12)
-    assert one(pts, "BN", 0).config["use_existing_file"] is True
+        assert one(pts, "BNp", rep).value == pytest.approx(bw * MiB, rel=1e-12)
+    assert one(pts, "BNp", 0).config["use_existing_file"] is True
 
 
 def test_ior_prewrite_raw_results_and_clear_refusal():
@@ -186,8 +192,12 @@ def test_mdtest_create_only_is_tm_and_many_iterations_give_the_mean():
                .replace("(of 3 iterations)", "(of 5 iterations)")
     pts = parse_text(text, {"source": "edited"})
     (tm,) = pts
-    assert (tm.metric, tm.value, tm.unit, tm.repeat) == ("Tm", 895.780, "ops/s", 0)
+    # the run had -u (a directory per task): not Tm's one shared directory, so Tmu
+    assert (tm.metric, tm.value, tm.unit, tm.repeat) == ("Tmu", 895.780, "ops/s", 0)
     assert tm.config["statistic"].startswith("mean of 5 iterations")
+    assert (tm.config["files_per_proc"], tm.config["ops"]) == (200, 800)
+    (tm,) = parse_text(text.replace("'-u' ", ""), {"source": "edited"})
+    assert (tm.metric, tm.config["unique_dir"]) == ("Tm", False)
 
 
 def test_mdtest_inconsistent_summary_is_an_error():
@@ -333,8 +343,8 @@ def test_ior_commands():
     assert r[r.index("-t") + 1] == str(MiB)
     with pytest.raises(ValueError, match="2 hosts"):
         ior.command("T1R", MiB, 2, "/g/f", hosts=1)
-    tn = ior.command("TN", 4 * MiB, 4, "/g/shared", launcher=None)
-    assert "-F" not in tn and tn[tn.index("-b") + 1] == str(MiB)
+    with pytest.raises(ValueError, match="ior cannot measure TN"):
+        ior.command("TN", 4 * MiB, 4, "/g/shared", launcher=None)   # it reads slices: TNp
     with pytest.raises(ValueError, match="Tm"):
         ior.command("Tm", 0, 1, "/x")
 
@@ -343,7 +353,7 @@ def test_mdtest_fio_iozone_commands():
     md = get_driver("mdtest")
     tm = md.command("Tm", 0, 2, "/bench/d", launcher=None, files_per_proc=50)
     assert tm == ["mdtest", "-a", "POSIX", "-F", "-n", "50", "-i", "1", "-d", "/bench/d",
-                  "-C", "-u"]
+                  "-C"]                              # one shared directory, as Tm is defined
     assert md.command("T1R", 1024, 4, "/d", hosts=2, launcher=None)[-2:] == ["-N", "2"]
     assert "-S" in md.command("TN", 1024, 4, "/d", launcher=None)
     fio = get_driver("fio").command("BL", MiB, 2, "/mnt/d", repeats=3)

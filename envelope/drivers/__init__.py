@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..points import ParseError, Point, UnknownFormat
+from ..points import ImplausibleValue, ParseError, Point, UnknownFormat
 from .base import Driver
 from .fio import FioDriver
 from .ior import IORDriver
@@ -47,7 +47,25 @@ def parse_text(text: str, context: dict[str, Any] | None = None,
         first = text.strip().splitlines()[0][:80]
         raise UnknownFormat(src, "not the output of a known tool (IOR text/JSON, mdtest, fio "
                             f"--output-format=json, iozone); it starts with {first!r}")
-    return driver.parse(text, ctx)
+    try:
+        pts = driver.parse(text, ctx)
+    except ParseError as e:
+        if e.source == "<text>" and src != "<text>":   # a helper that did not know the file
+            raise type(e)(src, e.reason) from None
+        raise
+    except ImplausibleValue as e:
+        raise ParseError(src, f"implausible value in this {driver.name} output: {e}") from None
+    except RecursionError:
+        raise ParseError(src, f"{driver.name} output nested too deeply") from None
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError, ZeroDivisionError,
+            OverflowError) as e:
+        # a damaged output the driver's checks did not foresee: the file and the reason,
+        # never a traceback
+        raise ParseError(src, f"malformed {driver.name} output: {type(e).__name__}: "
+                         f"{str(e)[:200]}") from None
+    if not pts:
+        raise ParseError(src, f"no envelope point in this {driver.name} output")
+    return pts
 
 
 def parse_file(path: str | os.PathLike, context: dict[str, Any] | None = None,

@@ -123,8 +123,18 @@ class FioDriver(Driver):
             key = (metric, fsize, ppn, hosts)
             rep = seen.get(key, 0)
             seen[key] = rep + 1
+            require(fsize > 0 and nprocs >= 1 and hosts >= 1 and ppn >= 1, ctx,
+                    f"group {gid}: file size {fsize}, {nprocs} jobs: nothing to measure")
+            require(io_bytes >= 0 and runtime_ms >= 0, ctx, f"group {gid}: negative io_bytes "
+                    f"({io_bytes}) or runtime ({runtime_ms} ms)")
+            try:
+                nrfiles = 1 if shared else int(opts.get("nrfiles", "1"))
+            except ValueError:
+                raise ParseError(source_of(ctx), f"group {gid}: nrfiles="
+                                 f"{opts.get('nrfiles')!r} is not a number") from None
             cfg = {"command_options": opts, "group": gid, "rw": rw, "bs": opts.get("bs"),
-                   "io_bytes": io_bytes, "runtime_ms": runtime_ms, "format": "json"}
+                   "io_bytes": io_bytes, "runtime_ms": runtime_ms, "format": "json",
+                   "files_per_proc": nrfiles, "ops": io_bytes // fsize, "bytes_per_op": fsize}
             if direction == "read":
                 cfg["cache"] = ("client page cache invalidated (fio --invalidate=1)"
                                 if str(opts.get("invalidate", "1")) == "1" else "not dropped")

@@ -12,10 +12,14 @@ T1L/B1L ``-F -r -E -k``: each rank reads the file its own rank wrote beforehand 
 T1R/B1R ``-F -r -E -k -C -Q 1``: each rank reads the file of the rank one node further
         (IOR's -C shifts by tasks-per-node), i.e. a replica on another host; needs >= 2
         hosts with the same mapping as the run that wrote the files.
-TN/BN   ``-r -E -k`` on one shared file of SIZE bytes, ``-b SIZE/nprocs``: every rank opens
-        the same file and reads its 1/N slice ("partitioned" N-to-1; the native engine and
-        mdtest -S do the "whole" N-to-1 where each process reads the whole file).
+TNp/BNp a shared-file read (no ``-F``): every rank opens the same file and reads its 1/N
+        slice ("partitioned" N-to-1). That is not TN/BN (every process reads the whole
+        file, as the native engine, mdtest -S and fio do), so these points are stored as
+        TNp/BNp (one op = one slice, file_size = the shared file); IOR cannot measure TN.
 Tm      not measurable with IOR (use mdtest).
+
+Every point's config has files_per_proc (1: IOR reads or writes one file per rank and
+iteration), ops (ranks: one op per rank and iteration) and bytes_per_op.
 ======  ====================================================================================
 
 Parsing. Bandwidth B = bw(MiB/s) x 2^20 bytes/s, exactly as printed (text: PPDouble's 2 or 6
@@ -46,7 +50,7 @@ LOCAL, REMOTE = "T1L", "T1R"
 class IORDriver(Driver):
     name = "ior"
     executable = "ior"
-    metrics = frozenset({"TL", "BL", "T1L", "B1L", "T1R", "B1R", "TN", "BN"})
+    metrics = frozenset({"TL", "BL", "T1L", "B1L", "T1R", "B1R"})   # command() builds these
 
     # ---------------------------------------------------------------------------- command
     def command(self, metric: str, file_size: int, nprocs: int, path: str, *,
@@ -287,14 +291,21 @@ class IORDriver(Driver):
     # ------------------------------------------------------------------------- to points
     def _points(self, results, geo, phases, config, version, ctx) -> list[Point]:
         per_rank = geo["block"] * geo["segments"]
+        for k in ("tasks", "ppn", "nodes"):
+            require(geo[k] >= 1, ctx, f"{k} = {geo[k]}: a run needs at least one")
+        require(per_rank > 0 and geo["transfer"] > 0, ctx, f"block size {geo['block']} x "
+                f"{geo['segments']} segments, transfer {geo['transfer']}: no data per rank")
         both = "write" in phases and "read" in phases
         out: list[Point] = []
         for access, it, bw_mib in results:
             metric = self._metric(access, geo, ctx)
             if metric is None:
                 continue
-            cfg = dict(config, phase=access)
-            if metric == "TN":
+            require(bw_mib >= 0 and bw_mib == bw_mib and bw_mib != float("inf"), ctx,
+                    f"{access} iteration {it}: bandwidth {bw_mib} MiB/s is not a rate")
+            cfg = dict(config, phase=access, files_per_proc=1, ops=geo["tasks"],
+                       bytes_per_op=per_rank)
+            if metric == "TNp":
                 file_size = per_rank * geo["tasks"]
                 cfg["n_to_1"] = "partitioned: each rank reads its 1/N of the shared file"
             else:
@@ -317,11 +328,12 @@ class IORDriver(Driver):
         if access == "write":
             # N-to-1 (shared file) writes are no envelope metric: writes are local, per file
             return "TL" if geo["fpp"] else None
-        if ctx.get("read_metric"):
-            return ctx["read_metric"].replace("B", "T", 1) if ctx["read_metric"][0] == "B" \
-                else ctx["read_metric"]
         if not geo["fpp"]:
-            return "TN"
+            return "TNp"     # whatever the caller says: the output shows a partitioned read
+        if ctx.get("read_metric"):
+            m = ctx["read_metric"].replace("B", "T", 1) if ctx["read_metric"][0] == "B" \
+                else ctx["read_metric"]
+            return "TNp" if m == "TN" else m
         if geo["reorder_random"]:
             return None      # random partner: neither provably local nor remote
         # -C reads another node's file only when there is another node
@@ -329,7 +341,7 @@ class IORDriver(Driver):
 
 
 def _locality_note(metric: str, geo: dict) -> str:
-    if metric == "TN":
+    if metric == "TNp":
         return "shared file"
     if metric == "T1R":
         return "inferred: -C with >1 node reads the file of a rank on another node"

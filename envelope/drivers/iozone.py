@@ -93,6 +93,7 @@ class IozoneDriver(Driver):
         each = _EACH.search(text)
         require(each, ctx, "no 'Each process writes a N Kbyte file' line", TruncatedOutput)
         fsize = int(each.group(1)) * {"Kbyte": KiB, "Mbyte": 1 << 20, "Gbyte": 1 << 30}[each.group(2)]
+        require(fsize > 0, ctx, "each process writes a 0-byte file: nothing to measure")
         require(re.search(r"^iozone test complete\.", text, re.M), ctx,
                 "no 'iozone test complete.' line: the output is truncated", TruncatedOutput)
 
@@ -105,6 +106,7 @@ class IozoneDriver(Driver):
                 continue
             found += 1
             nprocs, phase = int(m.group(1)), m.group(2)
+            require(nprocs >= 1, ctx, f"'{phase}' of {nprocs} processes: needs at least one")
             block = "\n".join(lines[i:i + 7])
             par, mx = _PARENT.search(block), _MINXFER.search(block)
             require(par and mx and par.group(4) in _UNIT, ctx,
@@ -122,7 +124,8 @@ class IozoneDriver(Driver):
             ppn = int(ctx.get("procs_per_host", nprocs))
             cfg = {"command": command, "phase": phase, "record_size": _record(each),
                    "children_see_bytes_per_s": children, "min_xfer_bytes": min_xfer,
-                   "close_timed": "-c" in (command or ""), "fsync_timed": "-e" in (command or "")}
+                   "close_timed": "-c" in (command or ""), "fsync_timed": "-e" in (command or ""),
+                   "files_per_proc": 1, "ops": nprocs, "bytes_per_op": fsize}
             if metric != "TL":
                 cfg["locality"] = ("given by the caller" if ctx.get("read_metric")
                                    else "assumed local (files written on this host)")

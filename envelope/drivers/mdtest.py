@@ -1,14 +1,16 @@
 """mdtest (hpc/ior 3.x/4.x): command lines per metric and a parser of its text report.
 
-Metric -> mdtest options (every run: ``-a API -F -n K -i REPEATS -d DIR``; ``-u`` = a
-directory per task so creates do not contend on one directory's lock unless asked):
+Metric -> mdtest options (every run: ``-a API -F -n K -i REPEATS -d DIR``; no ``-u``: all
+tasks work in one shared directory, as the native engine's Tm does and a stage's tasks do):
 
 ======  ===================================================================================
-Tm      ``-C -u``: create + close of empty files ("File creation" rate).
-TL/BL   ``-C -u -w SIZE``: create + write SIZE bytes + close ("File creation" rate; B = T x SIZE).
-T1L/B1L ``-E -u -e SIZE``: open + read SIZE bytes + close of the files this task created in an
+Tm      ``-C``: create + close of empty files ("File creation" rate). A report of a run
+        with ``-u`` (a directory per task: no contention on one directory) is stored as
+        Tmu, not Tm.
+TL/BL   ``-C -w SIZE``: create + write SIZE bytes + close ("File creation" rate; B = T x SIZE).
+T1L/B1L ``-E -e SIZE``: open + read SIZE bytes + close of the files this task created in an
         earlier ``-C -w SIZE`` run on the same host ("File read" rate).
-T1R/B1R ``-E -u -e SIZE -N PPN``: the same, of the files of the task PPN ranks further, i.e.
+T1R/B1R ``-E -e SIZE -N PPN``: the same, of the files of the task PPN ranks further, i.e.
         on the next host with block mapping (needs >= 2 hosts).
 TN/BN   ``-E -S -e SIZE``: every task opens and reads the same SIZE-byte files (``-S`` shared
         file; "whole" N-to-1).
@@ -21,6 +23,8 @@ min, checked against the printed sample standard deviation. Their order is not k
 repeat indices are assigned max, min, middle. More iterations cannot be split: the mean is
 returned as one point marked ``statistic: mean`` (min/max/sd in its config). Run mdtest with
 ``-i 1`` (what :meth:`command` does by default) to get one exact value per run.
+Every point's config has files_per_proc (``-n``), ops (files_per_proc x tasks) and
+unique_dir (``-u``).
 
 "File creation" means Tm when the run wrote nothing (``-w 0``), TL (+BL) when it wrote
 ``-w`` bytes per file. "File read" with ``-e 0`` is an open/close only and gives no point.
@@ -61,15 +65,15 @@ class MdtestDriver(Driver):
                  "-i", str(repeats), "-d", path]
         kind = metric.lstrip("TB")
         if metric == "Tm":
-            argv += ["-C", "-u"]
+            argv += ["-C"]
         elif kind == "L":
-            argv += ["-C", "-u", "-w", str(file_size)]
+            argv += ["-C", "-w", str(file_size)]
         elif kind == "1L":
-            argv += ["-E", "-u", "-e", str(file_size)]
+            argv += ["-E", "-e", str(file_size)]
         elif kind == "1R":
             if hosts < 2:
                 raise ValueError("remote reads (T1R/B1R) need at least 2 hosts")
-            argv += ["-E", "-u", "-e", str(file_size), "-N", str(max(1, nprocs // hosts))]
+            argv += ["-E", "-e", str(file_size), "-N", str(max(1, nprocs // hosts))]
         else:
             argv += ["-E", "-S", "-e", str(file_size)]
         return argv + list(extra)
@@ -85,6 +89,8 @@ class MdtestDriver(Driver):
                                "node(s)' line: not an mdtest report")
         version = launched.group(1).split("-", 1)[1]
         tasks, nodes = int(launched.group(2)), int(launched.group(3))
+        require(tasks >= 1 and nodes >= 1, ctx, f"launched with {tasks} task(s) on {nodes} "
+                "node(s): a run needs at least one of each")
         cm = re.search(r"^Command line used: (.*)$", text, re.M)
         require(cm, ctx, "no 'Command line used:' line")
         argv = _split(cm.group(1))
@@ -113,9 +119,11 @@ class MdtestDriver(Driver):
             tl = list(re.finditer(r"^(\d+) tasks, (\d+) files", before, re.M))
             ntasks = int(tl[-1].group(1)) if tl else tasks
             rows = _rows(text[b.end():], ctx)
+            require(ntasks >= 1, ctx, f"{ntasks} tasks: a run needs at least one")
             ppn = max(1, ntasks // nodes) if nodes else ntasks
+            fpp = int(opts.get("-n", "0") or 0)
             base = {"command": cm.group(1), "api": opts.get("-a", "POSIX"),
-                    "iterations": iters, "files_per_proc": int(opts.get("-n", "0") or 0),
+                    "iterations": iters, "files_per_proc": fpp, "ops": fpp * ntasks,
                     "unique_dir": "-u" in opts, "write_bytes": write_bytes,
                     "read_bytes": read_bytes, "shared_file": shared, "nstride": nstride}
             # which phases ran: -C/-E/-T/-r restrict; none of them = all phases
@@ -135,8 +143,9 @@ class MdtestDriver(Driver):
                               repeat=ctx.get("repeat_base", 0) + rep, tool="mdtest",
                               tool_version=version, config=cfg)
                     if write_bytes == 0 or ctx.get("create_metric") == "Tm":
-                        points.append(Point("Tm", file_size=write_bytes, value=v, unit="ops/s",
-                                            **kw))
+                        # a directory per task is another metric than Tm (one shared dir)
+                        points.append(Point("Tmu" if "-u" in opts else "Tm",
+                                            file_size=write_bytes, value=v, unit="ops/s", **kw))
                     else:
                         points += pair("TL", v, write_bytes, file_size=write_bytes, **kw)
             if ran_read and read_bytes > 0:

@@ -1,0 +1,146 @@
+"""`mtcenvelope import`: benchmark outputs (IOR, mdtest, fio, iozone) and envelope exports
+(YAML/CSV, export.py) into one run, each file's points once.
+
+* Every file is parsed before anything is stored: one bad file stores nothing.
+* A tool output's points carry ``imported_from`` and ``source_sha256`` in their config; a
+  file whose content is already in the run (or given twice) is refused, so its points are
+  never doubled. Another output of the same configuration gets the next free repeat numbers.
+* An export's points are stored as they were exported (same repeats, values, configs), so
+  export -> import -> export gives the same points; an export already in the run is refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from typing import Callable, Sequence
+
+from .points import ParseError, Point
+
+
+class DuplicateImport(ParseError):
+    """A file whose points are already in the run."""
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ParseError(path, f"cannot read: {e.strerror}") from None
+
+
+def _key(p: Point) -> tuple:
+    return (p.metric, p.file_size, p.procs_per_host, p.hosts, p.tool)
+
+
+def parse_files(files: Sequence[str], *, read_metric: str | None = None,
+                tool: str | None = None, hosts: int | None = None,
+                procs_per_host: int | None = None) -> list[tuple[str, str, str, list[Point]]]:
+    """[(file, kind 'export'|'output', sha256, points)] of every file; ParseError on the first
+    file that cannot be read or is given twice."""
+    from .drivers import parse_text
+    from .export import is_export, points_of_export
+    out = []
+    seen: dict[str, str] = {}
+    for f in files:
+        raw = _read(f)
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest in seen:
+            raise DuplicateImport(f, f"same content as {seen[digest]}: each output is "
+                                  "imported once")
+        seen[digest] = f
+        text = raw.decode("utf-8", errors="replace")
+        if tool is None and is_export(text):
+            out.append((f, "export", digest, points_of_export(f)))
+            continue
+        ctx: dict = {"source": f, "config": {"imported_from": os.path.abspath(f),
+                                             "source_sha256": digest}}
+        if read_metric:
+            ctx["read_metric"] = read_metric
+        if hosts:
+            ctx["hosts"] = hosts
+        if procs_per_host:
+            ctx["procs_per_host"] = procs_per_host
+        out.append((f, "output", digest, parse_text(text, ctx, tool)))
+    return out
+
+
+def _existing(conn: sqlite3.Connection, name: str) -> tuple[int | None, set, dict]:
+    """(run id, sha256 of the outputs in the run, {point key: max repeat})."""
+    row = conn.execute("SELECT id, kind FROM runs WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        return None, set(), {}
+    if row[1] != "envelope":
+        raise ParseError(name, f"run {name!r} is a {row[1]} run, not an envelope run")
+    shas = {r[0] for r in conn.execute(
+        "SELECT DISTINCT json_extract(config, '$.source_sha256') FROM envelope_points "
+        "WHERE run_id = ?", (row[0],)) if r[0]}
+    reps = {tuple(r[:5]): r[5] for r in conn.execute(
+        "SELECT metric, file_size, procs_per_host, hosts, tool, MAX(repeat) FROM "
+        "envelope_points WHERE run_id = ? GROUP BY 1, 2, 3, 4, 5", (row[0],))}
+    return row[0], shas, reps
+
+
+def _same_points(conn: sqlite3.Connection, rid: int, pts: list[Point]) -> int:
+    """How many of ``pts`` the run already holds (same key, repeat, value and config)."""
+    n = 0
+    for p in pts:
+        r = p.to_row()
+        n += conn.execute(
+            "SELECT COUNT(*) FROM envelope_points WHERE run_id = ? AND metric = ? AND "
+            "file_size = ? AND procs_per_host = ? AND hosts = ? AND tool = ? AND repeat = ? "
+            "AND value IS ? AND config = ?", (rid, p.metric, p.file_size, p.procs_per_host,
+                                              p.hosts, p.tool, p.repeat, r["value"],
+                                              r["config"])).fetchone()[0] > 0
+    return n
+
+
+def import_files(files: Sequence[str], db: str, name: str, *, read_metric: str | None = None,
+                 tool: str | None = None, hosts: int | None = None,
+                 procs_per_host: int | None = None,
+                 log: Callable[[str], None] = print) -> int:
+    """Store the points of ``files`` into envelope run ``name`` of ``db``; returns the count.
+    Raises ParseError (DuplicateImport) before storing anything when a file cannot be used."""
+    from mtcio.db import store as dbstore
+    parsed = parse_files(files, read_metric=read_metric, tool=tool, hosts=hosts,
+                         procs_per_host=procs_per_host)
+    conn = dbstore.connect(db)
+    try:
+        rid, shas, reps = _existing(conn, name)
+        plans = []
+        for f, kind, digest, pts in parsed:
+            if kind == "output" and digest in shas:
+                raise DuplicateImport(f, f"already imported into run {name!r} (same content, "
+                                      f"sha256 {digest[:12]}); nothing stored")
+            if kind == "export" and rid is not None:
+                same = _same_points(conn, rid, pts)
+                if same:
+                    raise DuplicateImport(f, f"{same} of its {len(pts)} points are already in "
+                                          f"run {name!r}; nothing stored")
+            note = ""
+            if kind == "output":
+                # another output of a configuration the run has: continue its repeat numbers
+                clash = [reps[_key(p)] for p in pts if _key(p) in reps]
+                if clash:
+                    base = max(clash) + 1
+                    for p in pts:
+                        p.repeat += base
+                    note = f"; repeats numbered from {base} (the run has this configuration)"
+            for p in pts:
+                reps[_key(p)] = max(reps.get(_key(p), -1), p.repeat)
+            plans.append((f, kind, pts, note))
+        total = 0
+        meta = {"tool": "import", "status": "complete",
+                "files": [os.path.abspath(x) for x in files]}
+        for f, kind, pts, note in plans:
+            total += dbstore.add_envelope_points(conn, name, pts, meta=meta)
+            log(f"{f}: {len(pts)} points ({', '.join(sorted({p.metric for p in pts}))})"
+                + (" from an envelope export" if kind == "export" else "") + note)
+    finally:
+        conn.close()
+    log(f"imported {total} points into run {name!r} of {db}")
+    return total
+
+
+__all__ = ["import_files", "parse_files", "DuplicateImport"]

@@ -1,0 +1,131 @@
+"""mtcenvelope import/export/show/list as a user meets them (no testbed): the export -> import ->
+export round trip is exact, an output is imported once, `-o -` is stdout, a closed pipe is quiet,
+failed points are listed with their columns, an interrupted run is marked."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtcio import envelope
+from mtcio.db import store as dbstore
+from mtcio.envelope.points import Point
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures"
+CLI = [sys.executable, "-m", "mtcio.envelope.cli"]
+IOR = FIX / "ior" / "ior-gfarm-fpp-t1m-np2.json"
+MDTEST = FIX / "mdtest" / "mdtest-gfarm-n200-np4.txt"
+
+
+def cli(*args, check=True, **kw):
+    cp = subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, **kw)
+    if check:
+        assert cp.returncode == 0, cp.stderr
+    return cp
+
+
+def store(db, name, points, status):
+    conn = dbstore.connect(db)
+    try:
+        dbstore.add_envelope_points(conn, name, points, meta={"tool": "native", "status": status,
+                                                              "hosts": ["a", "b"]})
+    finally:
+        conn.close()
+
+
+def some_points():
+    cfg = {"ops": 32, "files_per_proc": 16, "nested": {"x": [1, 2.5, "é"]}}
+    return [Point("T1L", 1024, 2, 2, 1234.5678901234567, "ops/s", 0, "native", "1", cfg),
+            Point("B1L", 1024, 2, 2, 1234.5678901234567 * 1024, "bytes/s", 0, "native", "1", cfg),
+            Point.failed("TL", 1 << 20, 1, 2, 1, "native", "3 of 4 ops failed: ENOSPC, \"x\"",
+                         "1", {"ops": 4}),
+            Point("Tm", 0, 1, 2, 0.1 + 0.2, "ops/s", 2, "native", None, {})]
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "csv"])
+def test_export_import_export_is_exact(tmp_path, fmt):
+    db = tmp_path / "e.db"
+    cli("import", IOR, MDTEST, "--db", db, "--name", "a", "--metric", "T1L")
+    store(db, "a", some_points(), "complete")
+    first = cli("export", "--db", db, "--name", "a", "--format", fmt).stdout
+    f = tmp_path / f"a.{fmt}"
+    f.write_text(first)
+    cp = cli("import", f, "--db", db, "--name", "b")
+    assert "from an envelope export" in cp.stderr and "imported 22 points into run 'b'" in cp.stderr
+    second = cli("export", "--db", db, "--name", "b", "--format", fmt).stdout
+    # the same points, byte for byte, but for the run's name (and the run's own meta in YAML)
+    if fmt == "csv":
+        assert second.replace("\nb,", "\na,") == first
+    else:
+        import yaml
+        d1, d2 = yaml.safe_load(first), yaml.safe_load(second)
+        assert d1["points"] == d2["points"] and len(d1["points"]) == 22
+        assert (d1["run"], d2["run"], d2["status"]) == ("a", "b", "complete")
+    a, b = envelope.load(db, "a"), envelope.load(db, "b")
+    assert a.drop(columns="run").equals(b.drop(columns="run"))
+    # importing the same export again would double it: refused, nothing stored
+    cp = cli("import", f, "--db", db, "--name", "b", check=False)
+    assert cp.returncode == 2 and "22 of its 22 points are already in run 'b'" in cp.stderr
+    assert len(envelope.load(db, "b")) == 22
+
+
+def test_same_output_twice_is_refused(tmp_path):
+    db = tmp_path / "e.db"
+    cli("import", IOR, "--db", db, "--name", "r", "--metric", "T1L")
+    n = len(envelope.load(db, "r"))
+    cp = cli("import", IOR, "--db", db, "--name", "r", "--metric", "T1L", check=False)
+    assert cp.returncode == 2
+    assert f"{IOR}: already imported into run 'r' (same content" in cp.stderr
+    assert "Traceback" not in cp.stderr
+    copy = tmp_path / "copy.json"                      # same content under another name
+    copy.write_bytes(IOR.read_bytes())
+    cp = cli("import", copy, "--db", db, "--name", "r", check=False)
+    assert cp.returncode == 2 and "already imported" in cp.stderr
+    cp = cli("import", MDTEST, MDTEST, "--db", db, "--name", "r", check=False)
+    assert cp.returncode == 2 and "same content as" in cp.stderr
+    assert len(envelope.load(db, "r")) == n            # nothing doubled, nothing added
+    # another output of the same configuration: its repeats follow the run's
+    other = FIX / "ior" / "ior-gfarm-fpp-t1m-np2.txt"
+    cli("import", other, "--db", db, "--name", "r", "--metric", "T1L")
+    df = envelope.load(db, "r")
+    tl = df[(df.metric == "TL") & (df.file_size == 1 << 20)]
+    assert tl["repeat"].is_unique and len(tl) == 2 * (n // 4)
+
+
+def test_export_to_stdout_and_a_closed_pipe(tmp_path):
+    db = tmp_path / "e.db"
+    cli("import", IOR, "--db", db, "--name", "r", "--metric", "T1L")
+    a = cli("export", "--db", db, "--format", "csv", "-o", "-", cwd=tmp_path).stdout
+    assert not (tmp_path / "-").exists()
+    assert a == cli("export", "--db", db, "--format", "csv").stdout
+    assert a.splitlines()[0].endswith(",config,run_status") and len(a.splitlines()) == 13
+    p = subprocess.run(" ".join(CLI) + f" export --db {db} -o - | head -c 10", shell=True,
+                       capture_output=True, text=True, executable="/bin/bash")
+    assert p.stdout == "format: mt" and p.stderr == ""
+
+
+def test_show_failed_prints_the_columns(tmp_path):
+    db = tmp_path / "e.db"
+    store(db, "f", some_points(), "complete")
+    out = cli("show", "--db", db, "--name", "f", "--failed").stdout
+    assert out == ("  TL size=1048576 ppn=1 hosts=2 repeat=1: 3 of 4 ops failed: ENOSPC, "
+                   "\"x\"\n")
+
+
+def test_interrupted_run_is_marked(tmp_path):
+    db = tmp_path / "e.db"
+    store(db, "done", some_points(), "complete")
+    store(db, "cut", some_points(), "interrupted")
+    lst = json.loads(cli("list", "--db", db, "--json").stdout)
+    assert {r["name"]: r["status"] for r in lst} == {"done": "complete", "cut": "interrupted"}
+    assert "interrupted" in cli("list", "--db", db).stdout
+    y = cli("export", "--db", db, "--name", "cut").stdout
+    assert "\nstatus: interrupted\n" in y
+    c = cli("export", "--db", db, "--name", "cut", "--format", "csv").stdout
+    assert all(ln.endswith(",interrupted") for ln in c.splitlines()[1:])
+    f = tmp_path / "cut.csv"
+    f.write_text(c)
+    assert envelope.load(f).attrs["status"] == "interrupted"
+    assert envelope.load(db, "cut").attrs["status"] == "interrupted"
