@@ -22,6 +22,7 @@ _MTCPROF_SUBCOMMANDS = {
     "model": ("mtcio.db.model", "write the per-stage workflow model (YAML) the predictor reads"),
     "report": ("mtcio.db.report", "write a self-contained HTML report of a run (stages, locality, files, timeline)"),
     "export": ("mtcio.db.export_chrome", "export a run as Chrome-trace JSON for Perfetto / chrome://tracing"),
+    "plugin-path": ("mtcio.pwrake_plugin.plugin_path", "print where the Rake/Pwrake tracing plugin is (for -I / -r)"),
 }
 
 

@@ -1,0 +1,74 @@
+# frozen_string_literal: true
+# Plain Rake (`rake -m -j N`): every `sh` of a task runs under the mtcprof shim as that task; with
+# MTCPROF_HOSTS and MTCPROF_LAUNCHER set, each task runs on a host chosen by mtcio/placement.rb.
+# Load it with `rake -I "$(mtcprof plugin-path)" -r mtcio/rake` (or `require "mtcio/rake"` in the Rakefile).
+# Under Pwrake, mtcio/pwrake.rb is loaded instead (it hooks Pwrake's shell object).
+require "rake"
+require_relative "trace"
+require_relative "placement"
+
+module MtcIO
+  # What a running task carries: its stage (decided at its first command) and its placement.
+  class TaskRun
+    attr_reader :task
+    attr_accessor :host
+
+    def initialize(task)
+      @task = task
+    end
+
+    def stage(cmd)
+      @stage ||= Trace.stage_of(@task, cmd)
+    end
+  end
+
+  module RakeTaskHook
+    attr_accessor :mtcio_stage, :mtcio_rule
+
+    # The task's actions run in this thread (rake -m runs tasks on a thread pool): its `sh` calls find it here.
+    def execute(args = nil)
+      return super unless actions.any? && Trace.enabled?
+      prev = Thread.current[:mtcio_task]
+      run = Thread.current[:mtcio_task] = TaskRun.new(self)
+      begin
+        super
+      ensure
+        Placement.release(run) if run.host
+        Thread.current[:mtcio_task] = prev
+      end
+    end
+  end
+
+  module RakeRuleHook
+    private
+
+    def attempt_rule(task_name, task_pattern, *rest)
+      task = super
+      task.mtcio_rule ||= task_pattern if task.respond_to?(:mtcio_rule=)
+      task
+    end
+  end
+
+  module RakeShHook
+    # Rake's own `sh`, with the command rewritten; the command shown and in error messages stays the user's.
+    def sh(*cmd, &block)
+      run = Thread.current[:mtcio_task]
+      return super unless run
+      options = Hash === cmd.last ? cmd.pop.dup : {}
+      set_verbose_option(options)
+      Rake.rake_output_message(sh_show_command(cmd)) if options.delete(:verbose)
+      options[:verbose] = false
+      line = Trace.command_line(cmd)
+      traced = Trace.wrap(line, run.task.name, run.stage(line))
+      argv = Placement.on? ? Placement.argv(run, traced) : [traced]
+      super(*argv, options, &(block || create_shell_runner(cmd)))
+    rescue Exception => e # rubocop:disable Lint/RescueException -- re-raised as is, minus this file's frame
+      e.set_backtrace(e.backtrace.reject { |l| l.start_with?(__FILE__) }) if e.backtrace
+      raise
+    end
+  end
+end
+
+Rake::Task.prepend(MtcIO::RakeTaskHook)
+Rake::TaskManager.prepend(MtcIO::RakeRuleHook)
+FileUtils.prepend(MtcIO::RakeShHook)
