@@ -190,16 +190,45 @@ static long sys_write_all(int fd, const void *buf, size_t n)
     }
     return 0;
 }
+/* The shim's messages go to fd 2 only while it is the stderr the process started with: a program that closed its
+ * stderr may have a data file on fd 2 by now, and a warning must never land in it.  Identity = (dev, ino) at start. */
+static int g_err_state;               /* 0: not taken yet (write), 1: taken, 2: fd 2 was closed at start (never write) */
+static uint64_t g_err_dev, g_err_ino;
+static void err_identity(void)
+{
+    struct stat st;
+    if (syscall(SYS_fstat, 2, &st) < 0) { g_err_state = 2; return; }
+    g_err_dev = st.st_dev; g_err_ino = st.st_ino; g_err_state = 1;
+}
+static void say(const char *msg, size_t n)
+{
+    if (g_err_state == 2) return;
+    if (g_err_state == 1) {
+        struct stat st;
+        int saved = errno;
+        int same = syscall(SYS_fstat, 2, &st) == 0 && st.st_dev == g_err_dev && st.st_ino == g_err_ino;
+        errno = saved;
+        if (!same) return;
+    }
+    sys_write_all(2, msg, n);
+}
+/* one line "mtcprof: warning: " + the parts (NULL-terminated) + "\n" */
+static void warn_line(const char *const *parts)
+{
+    char msg[2 * PATH_MAX + 256], *p = msg;
+    s_cpy(p, "mtcprof: warning: ", 32); p += s_len(p);
+    for (int i = 0; parts[i]; i++) { s_cpy(p, parts[i], sizeof msg - (size_t)(p - msg) - 2); p += s_len(p); }
+    *p++ = '\n';
+    say(msg, (size_t)(p - msg));
+}
+/* the warning that a process image runs (or ends) without a log: at most one per image */
 static void warn_once(const char *what, const char *path, int err)
 {
     if (__atomic_exchange_n(&g_warned, 1, __ATOMIC_RELAXED)) return;
-    char msg[PATH_MAX + 256], *p = msg;
-    const char *parts[] = {"mtcprof: warning: ", what, " ", path ? path : "", ": errno ", NULL};
-    for (int i = 0; parts[i]; i++) { s_cpy(p, parts[i], sizeof msg - (size_t)(p - msg) - 32); p += s_len(p); }
-    p = u64_str(p, (uint64_t)err);
-    s_cpy(p, " (running untraced)\n", 32);
-    p += s_len(p);
-    sys_write_all(2, msg, (size_t)(p - msg));
+    char num[24];
+    u64_str(num, (uint64_t)err);
+    const char *parts[] = {what, " ", path ? path : "", ": errno ", num, " (running untraced)", NULL};
+    warn_line(parts);
 }
 
 /* ---------------------------------------------------------------- real symbols */
@@ -211,7 +240,7 @@ static void *resolve(const char *name, const char *version)
         p = fallback_sym(name);
         if (p) return p;
         static const char m[] = "mtcprof: recursive symbol resolution, aborting\n";
-        sys_write_all(2, m, sizeof m - 1);
+        say(m, sizeof m - 1);
         abort();
     }
     t_resolving = 1;
@@ -230,10 +259,12 @@ static void *resolve(const char *name, const char *version)
     } while (0)
 static void missing_symbol(const char *name)
 {
-    static const char m[] = "mtcprof: cannot resolve real symbol ";
-    sys_write_all(2, m, sizeof m - 1);
-    sys_write_all(2, name, s_len(name));
-    sys_write_all(2, "\n", 1);
+    char msg[256];
+    s_cpy(msg, "mtcprof: cannot resolve real symbol ", sizeof msg);
+    s_cpy(msg + s_len(msg), name, sizeof msg - s_len(msg) - 2);
+    size_t n = s_len(msg);
+    msg[n++] = '\n';
+    say(msg, n);
     abort();
 }
 
@@ -447,11 +478,29 @@ static long fd_path(int fd, char *out)
     out[r] = 0;
     return r;
 }
-/* absolute normalised path of (dirfd, path) into out[PATH_MAX]; 0 on failure */
+/* After a chroot the kernel's paths (the program's, getcwd's, /proc/self/fd's) are inside the new root: g_root, the
+ * new root as seen from the original one, is put in front of them.  Empty without a chroot. */
+static char g_root[PATH_MAX];
+static size_t g_rootlen;
+/* out (normalised, length n) as seen from the original root; 0 if that does not fit.  Called when g_rootlen > 0. */
+static size_t add_root(char *out, size_t n)
+{
+    if (out[0] != '/') return n;                   /* an unresolvable stand-in stays as it is */
+    if (n == 1) n = 0;                             /* "/" is the root itself */
+    if (g_rootlen + n + 1 > PATH_MAX) return 0;
+    memmove(out + g_rootlen, out, n);
+    memcpy(out, g_root, g_rootlen);
+    out[g_rootlen + n] = 0;
+    return g_rootlen + n;
+}
+/* absolute normalised path of (dirfd, path) into out[PATH_MAX]; 0 on failure.  A path relative to a working
+ * directory the shim could not name (g_cwd is then a stand-in that does not start with "/") is kept as the stand-in
+ * plus the path as given, not normalised: it says which folder, and is never mistaken for an absolute path. */
 static size_t abs_path(int dirfd, const char *path, char *out)
 {
     if (!path || !*path) return 0;
     size_t n = s_len(path), bl = 0;
+    int rooted = 1;                                /* the result is in the current root's terms */
     if (path[0] != '/') {
         if (dirfd == AT_FDCWD) {
             bl = g_cwd_len;
@@ -462,6 +511,7 @@ static size_t abs_path(int dirfd, const char *path, char *out)
             if (o && o->f->path_len + 1 + n + 1 <= PATH_MAX) {
                 bl = o->f->path_len;
                 memcpy(out, g_paths + o->f->path_off, bl);
+                rooted = 0;                        /* a recorded path already has the root in front */
             } else {
                 long r = fd_path(dirfd, out);
                 if (r <= 0 || (size_t)r + 1 + n + 1 > PATH_MAX) return 0;
@@ -471,11 +521,22 @@ static size_t abs_path(int dirfd, const char *path, char *out)
         out[bl++] = '/';
     } else if (n + 1 > PATH_MAX) return 0;
     memcpy(out + bl, path, n + 1);
-    return is_normal(out, bl + n) ? bl + n : norm_inplace(out);
+    if (UNLIKELY(out[0] != '/')) return bl + n;
+    size_t len = is_normal(out, bl + n) ? bl + n : norm_inplace(out);
+    return UNLIKELY(g_rootlen) && rooted ? add_root(out, len) : len;
 }
+/* g_cwd: the working directory, or when getcwd cannot name it (longer than PATH_MAX, or outside the root) the
+ * stand-in "?cwd=<st_dev>:<st_ino>" (FORMAT.md) */
 static void cwd_update(void)
 {
-    if (syscall(SYS_getcwd, g_cwd, sizeof g_cwd) < 0) g_cwd[0] = 0;
+    long r = syscall(SYS_getcwd, g_cwd, sizeof g_cwd);
+    if (r < 0 || g_cwd[0] != '/') {
+        struct stat st;
+        char *p = g_cwd;
+        s_cpy(p, "?cwd=", 8); p += 5;
+        if (syscall(SYS_stat, ".", &st) == 0) { p = u64_str(p, st.st_dev); *p++ = ':'; p = u64_str(p, st.st_ino); }
+        else { *p++ = '?'; *p = 0; }
+    }
     g_cwd_len = s_len(g_cwd);
 }
 static int prefix_match(const char *p, size_t pl, const char *pre, size_t n)
@@ -616,7 +677,8 @@ static struct ofd *fd_adopt(int fd)
         char path[PATH_MAX];
         if (fd_path(fd, path) > 0) {
             size_t pl = norm_inplace(path);
-            struct frec *f = excluded(path, pl) ? NULL : frec_get(path, pl, FF_INHERITED);
+            if (UNLIKELY(g_rootlen)) pl = add_root(path, pl);
+            struct frec *f = !pl || excluded(path, pl) ? NULL : frec_get(path, pl, FF_INHERITED);
             long pos = f ? syscall(SYS_lseek, fd, 0, SEEK_CUR) : -1;
             struct ofd *n = f ? ofd_new(f, pos < 0 ? -1 : pos) : NULL;
             if (n) o = n;
@@ -884,6 +946,85 @@ static void wb_argv(void)
     if (g_argvtrunc) wb_str(S_ARGV_TRUNCATED, "1", 1);
 }
 
+/* ---------------------------------------------------------------- where the log goes */
+/* The log folder is found by its path at the end, except after a chroot or a change of user: then the path may lead
+ * elsewhere (inside the new root) or to a folder the new user may not write.  Before such a call the shim opens the
+ * folder (g_dirfd, used if it is still the folder checked at start) and, for a change of user, the log file itself
+ * (g_prefd), which is then written in place instead of through a temp file. */
+static uint64_t g_dir_dev, g_dir_ino;  /* the log folder checked at start */
+static int g_dirfd = -1, g_prefd = -1;
+static uint64_t g_pre_dev, g_pre_ino;
+static const char *g_priv_what;        /* first such call, for the warning */
+static char g_exe[PATH_MAX];           /* /proc/self/exe read before a chroot (no /proc inside it, often) */
+static long g_exe_len;
+static int g_priv_warned;
+#define HIGH_FD 512                    /* the shim's own fds are moved up here, out of the program's way */
+
+static int fd_is(int fd, uint64_t dev, uint64_t ino)
+{
+    struct stat st;
+    return syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+static int fd_high(int fd)
+{
+    int hi = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, HIGH_FD);
+    if (hi < 0) return fd;
+    syscall(SYS_close, fd);
+    return hi;
+}
+/* the log's file name "<host>.<pid>.<start_ns>.mtclog" into out[192]: a host name starting with "." (or empty)
+ * gets a "_" first, since readers skip hidden names (the writer's temp files) */
+static void log_name(char *out)
+{
+    char *p = out;
+    if (g_host[0] == '.' || !g_host[0]) *p++ = '_';
+    s_cpy(p, g_host, 128);
+    p += s_len(p); *p++ = '.';
+    p = u64_str(p, (uint64_t)g_pid); *p++ = '.';
+    p = u64_str(p, g_real0);
+    s_cpy(p, ".mtclog", 8);
+}
+static void join(char *out, const char *dir, const char *pre, const char *name, const char *post)
+{
+    const char *parts[] = {dir, "/", pre, name, post};
+    char *p = out;
+    for (int i = 0; i < 5; i++) { s_cpy(p, parts[i], PATH_MAX + 64 - (size_t)(p - out)); p += s_len(p); }
+}
+/* before a chroot or a change of user (what: the call's name); async-signal-safe */
+static void priv_prepare(const char *what, int user)
+{
+    if (!g_on) return;
+    int saved = errno;
+    if (!g_priv_what) g_priv_what = what;
+    if (!g_exe_len) {
+        long r = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", g_exe, sizeof g_exe);
+        g_exe_len = r > 0 ? r : -1;
+    }
+    if (g_dirfd < 0) {
+        int fd = (int)syscall(SYS_openat, AT_FDCWD, g_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0 && fd_is(fd, g_dir_dev, g_dir_ino)) g_dirfd = fd_high(fd);
+        else if (fd >= 0) syscall(SYS_close, fd);
+    }
+    if (user && g_prefd < 0 && g_dirfd >= 0) {
+        char name[192];
+        log_name(name);
+        int fd = (int)syscall(SYS_openat, g_dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        struct stat st;
+        if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0) {
+            g_prefd = fd_high(fd); g_pre_dev = st.st_dev; g_pre_ino = st.st_ino;
+        } else if (fd >= 0) syscall(SYS_close, fd);
+    }
+    errno = saved;
+}
+static void priv_warn(const char *fin)
+{
+    if (!g_priv_what || __atomic_exchange_n(&g_priv_warned, 1, __ATOMIC_RELAXED)) return;
+    const char *parts[] = {g_priv_what, "() during the run: log written to ", fin,
+                           g_rootlen ? " outside the new root (paths after it have the new root in front)"
+                                     : " through the folder and file opened before it", NULL};
+    warn_line(parts);
+}
+
 /* Write the log; returns 0 on success.  Only one writer ever runs (g_flushing). */
 static int write_log(uint32_t ended_by)
 {
@@ -898,23 +1039,25 @@ static int write_log(uint32_t ended_by)
 #endif
     (void)real_end;
     uint64_t start_ns = g_real0;
-    /* names: <dir>/<host>.<pid>.<start_ns>.mtclog, written as .<same>.tmp then renamed */
-    char fin[PATH_MAX + 128], tmp[PATH_MAX + 160], *p;
-    s_cpy(fin, g_dir, PATH_MAX);
-    p = fin + s_len(fin);
-    *p++ = '/';
-    s_cpy(p, g_host, 128); p += s_len(p); *p++ = '.';
-    p = u64_str(p, (uint64_t)g_pid); *p++ = '.';
-    p = u64_str(p, start_ns);
-    s_cpy(p, ".mtclog", 8);
+    /* names: <dir>/<host>.<pid>.<start_ns>.mtclog, written as .<same>.tmp then renamed; or in place (g_prefd) */
+    char name[192], fin[PATH_MAX + 64], tmp[PATH_MAX + 64];
+    log_name(name);
+    join(fin, g_dir, "", name, "");
+    join(tmp, g_dir, ".", name, ".tmp");
     size_t dl = s_len(g_dir);
-    memcpy(tmp, fin, dl + 1);
-    tmp[dl + 1] = '.';
-    s_cpy(tmp + dl + 2, fin + dl + 1, sizeof tmp - dl - 8);
-    memcpy(tmp + s_len(tmp), ".tmp", 5);
+    int dfd = AT_FDCWD;
+    const char *tname = tmp, *fname = fin;
+    if (g_dirfd >= 0 && fd_is(g_dirfd, g_dir_dev, g_dir_ino)) { dfd = g_dirfd; tname = tmp + dl + 1; fname = fin + dl + 1; }
+    int in_place = g_prefd >= 0 && fd_is(g_prefd, g_pre_dev, g_pre_ino);
 
-    g_wfd = (int)syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (g_wfd < 0) { warn_once("cannot create log", tmp, errno); errno = saved; return -1; }
+    if (in_place) {
+        g_wfd = g_prefd;
+        syscall(SYS_ftruncate, g_wfd, 0);          /* a failed exec's log is rewritten */
+        syscall(SYS_lseek, g_wfd, 0, SEEK_SET);
+    } else {
+        g_wfd = (int)syscall(SYS_openat, dfd, tname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (g_wfd < 0) { warn_once("cannot create log", tmp, errno); errno = saved; return -1; }
+    }
     g_wlen = 0; g_werr = 0; g_nrec = 0; g_wtotal = 0;
 
     /* header */
@@ -957,7 +1100,8 @@ static int write_log(uint32_t ended_by)
     if (g_run[0]) wb_str(S_RUN, g_run, s_len(g_run));
     if (g_task[0]) wb_str(S_TASK, g_task, s_len(g_task));
     if (g_stage[0]) wb_str(S_STAGE, g_stage, s_len(g_stage));
-    {
+    if (g_exe_len > 0) wb_str(S_EXE, g_exe, (size_t)g_exe_len);
+    else {
         char exe[PATH_MAX];
         long r = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe);
         if (r > 0) wb_str(S_EXE, exe, (size_t)r);
@@ -1010,19 +1154,32 @@ static int write_log(uint32_t ended_by)
     wb_put(e2, 8);
     wb_put(&total, 8);
     wb_flush();
+    if (in_place) {                    /* kept open: a failed exec writes it again */
+        if (g_werr) {
+            syscall(SYS_ftruncate, g_wfd, 0);
+            syscall(SYS_unlinkat, dfd, fname, 0);
+            warn_once("cannot write log", fin, g_werr);
+            errno = saved;
+            return -1;
+        }
+        priv_warn(fin);
+        errno = saved;
+        return 0;
+    }
     syscall(SYS_close, g_wfd);
     if (g_werr) {
-        syscall(SYS_unlinkat, AT_FDCWD, tmp, 0);
+        syscall(SYS_unlinkat, dfd, tname, 0);
         warn_once("cannot write log", tmp, g_werr);
         errno = saved;
         return -1;
     }
-    if (syscall(SYS_renameat, AT_FDCWD, tmp, AT_FDCWD, fin) < 0) {
+    if (syscall(SYS_renameat, dfd, tname, dfd, fname) < 0) {
         warn_once("cannot rename log", fin, errno);
-        syscall(SYS_unlinkat, AT_FDCWD, tmp, 0);
+        syscall(SYS_unlinkat, dfd, tname, 0);
         errno = saved;
         return -1;
     }
+    priv_warn(fin);
     errno = saved;
     return 0;
 }
@@ -1114,16 +1271,57 @@ static void atfork_child(void)
     g_nops = 0; g_munmaps = 0; g_files_dropped = 0;
     g_exit_status = -1; g_ended_by = 0; g_signal = 0;
     g_flushing = 0;
+    /* the parent's log file opened in place is the parent's: this child writes its own (g_dirfd stays) */
+    if (g_prefd >= 0) { syscall(SYS_close, g_prefd); g_prefd = -1; }
 }
-/* one call checks the log folder: "<dir>/." resolves only if dir is a directory (else ENOTDIR) */
-static int dir_writable(const char *d)
+/* The log folder must be the user's: owned by the (real or effective) user or root, not writable by others unless
+ * it is root's and sticky (like /tmp), and if it is a symlink, the link too is the user's or root's.  Else another
+ * user could have made it (0777, or a link to a folder of theirs) to read, remove or forge the logs.  Returns NULL
+ * if the folder is fine (g_dir_dev/ino set), else the problem, with *err the errno to name. */
+static int uid_trusted(uint32_t u) { return u == 0 || u == (uint32_t)syscall(SYS_geteuid) || u == (uint32_t)syscall(SYS_getuid); }
+static const char *log_dir_problem(const char *d, int *err)
 {
-    char p[PATH_MAX + 4];
-    size_t n = s_len(d);
-    if (n + 3 > sizeof p) return -1;
-    memcpy(p, d, n);
-    memcpy(p + n, "/.", 3);
-    return (int)syscall(SYS_faccessat, AT_FDCWD, p, W_OK | X_OK, 0);
+    struct stat st;
+    if (syscall(SYS_lstat, d, &st) < 0) { *err = errno; return "log folder missing"; }
+    if (S_ISLNK(st.st_mode) && !uid_trusted(st.st_uid)) { *err = EPERM; return "log folder is a symlink owned by another user:"; }
+    if (syscall(SYS_stat, d, &st) < 0) { *err = errno; return "log folder missing"; }
+    if (!S_ISDIR(st.st_mode)) { *err = ENOTDIR; return "log folder is not a directory"; }
+    if (!uid_trusted(st.st_uid)) { *err = EPERM; return "log folder owned by another user:"; }
+    if ((st.st_mode & S_IWOTH) && !(st.st_uid == 0 && (st.st_mode & S_ISVTX))) {
+        *err = EPERM; return "log folder writable by others:";
+    }
+    if (syscall(SYS_faccessat, AT_FDCWD, d, W_OK | X_OK, 0) < 0) { *err = errno; return "log folder not writable"; }
+    g_dir_dev = st.st_dev; g_dir_ino = st.st_ino;
+    return NULL;
+}
+/* MTCPROF_TRACE_MAX: digits only; above the cap, the cap (more would not fit the address space, and the byte count
+ * would overflow); anything else, the default.  One warning either way. */
+#define TRACE_MAX_DEFAULT (1ull << 22)
+#define TRACE_MAX_CAP (1ull << 30)          /* 48 GiB of lazily touched memory */
+static uint64_t trace_max(const char *m)
+{
+    if (!m || !*m) return TRACE_MAX_DEFAULT;
+    uint64_t v = 0;
+    int big = 0;
+    const char *c = m;
+    for (; *c >= '0' && *c <= '9'; c++) {
+        if (v > TRACE_MAX_CAP) big = 1;
+        else v = v * 10 + (uint64_t)(*c - '0');
+    }
+    char num[24];
+    if (*c) {
+        u64_str(num, TRACE_MAX_DEFAULT);
+        const char *parts[] = {"MTCPROF_TRACE_MAX=", m, " is not a number of ops; using ", num, NULL};
+        warn_line(parts);
+        return TRACE_MAX_DEFAULT;
+    }
+    if (big || v > TRACE_MAX_CAP) {
+        u64_str(num, TRACE_MAX_CAP);
+        const char *parts[] = {"MTCPROF_TRACE_MAX=", m, " is more than the most the shim keeps; using ", num, NULL};
+        warn_line(parts);
+        return TRACE_MAX_CAP;
+    }
+    return v;
 }
 static const char *env_or(const char *name, const char *dflt)
 {
@@ -1138,21 +1336,17 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     if (!dir || !*dir) return;                  /* not configured: pure pass-through */
     snapshot_argv(argc, argv);
     int saved = errno;
+    err_identity();
     g_pid = (pid_t)syscall(SYS_getpid);
     cwd_update();
     s_cpy(g_cwd0, g_cwd, sizeof g_cwd0);
     if (dir[0] == '/') s_cpy(g_dir, dir, sizeof g_dir);
+    else if (g_cwd[0] != '/') { warn_once("log folder relative to an unnamed working directory:", dir, ENAMETOOLONG); errno = saved; return; }
     else { s_cpy(g_dir, g_cwd, sizeof g_dir); size_t l = s_len(g_dir); g_dir[l] = '/'; s_cpy(g_dir + l + 1, dir, sizeof g_dir - l - 1); }
     norm_inplace(g_dir);
-    if (dir_writable(g_dir) < 0) {   /* on failure, find out which problem to name */
-        int err = errno;
-        struct stat st;
-        if (syscall(SYS_stat, g_dir, &st) < 0) warn_once("log folder missing", g_dir, errno);
-        else if (!S_ISDIR(st.st_mode)) warn_once("log folder is not a directory", g_dir, ENOTDIR);
-        else warn_once("log folder not writable", g_dir, err);
-        errno = saved;
-        return;
-    }
+    int derr = 0;
+    const char *problem = log_dir_problem(g_dir, &derr);
+    if (problem) { warn_once(problem, g_dir, derr); errno = saved; return; }
 
     const char *h = getenv("MTCPROF_HOST");
     if (h && *h) s_cpy(g_host, h, sizeof g_host);
@@ -1174,10 +1368,15 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
 
     const char *tr = env_or("MTCPROF_TRACE", "");
     if (!strcmp(tr, "ops")) {
-        g_ops_max = 1u << 22;
-        const char *m = getenv("MTCPROF_TRACE_MAX");
-        if (m && *m) g_ops_max = strtoull(m, NULL, 10);
+        g_ops_max = trace_max(getenv("MTCPROF_TRACE_MAX"));
         g_ops = g_ops_max ? arena(g_ops_max * sizeof(struct mtc_op_rec)) : NULL;
+        if (g_ops_max && !g_ops) {
+            char num[24];
+            u64_str(num, g_ops_max);
+            const char *parts[] = {"cannot reserve memory for ", num, " traced ops: op trace off", NULL};
+            warn_line(parts);
+            g_ops_max = 0;
+        }
         g_trace = g_ops != NULL;
     }
     /* the tables share one reservation (pages are backed only when touched): one mapping to make per process */
@@ -1800,6 +1999,73 @@ EXPORT int fchdir(int fd)
     if (g_on && r == 0) { SAVE_ERRNO; cwd_update(); RESTORE_ERRNO; }
     return r;
 }
+/* chroot: later paths get the new root in front (g_root); the log folder is opened before (priv_prepare).  A new
+ * root the shim cannot name becomes the stand-in "?root=<st_dev>:<st_ino>", so later paths are marked, not wrong. */
+DECL(int, chroot, (const char *));
+EXPORT int chroot(const char *p)
+{
+    RESOLVE(chroot);
+    if (!g_on) return real_chroot(p);
+    char nr[PATH_MAX];
+    size_t n = abs_path(AT_FDCWD, p, nr);
+    priv_prepare("chroot", 0);
+    int r = real_chroot(p);
+    if (r == 0) {
+        SAVE_ERRNO;
+        struct stat st;
+        if (n && nr[0] == '/') { memcpy(g_root, nr, n + 1); g_rootlen = n == 1 ? 0 : n; }
+        else if (syscall(SYS_stat, "/", &st) == 0) {
+            char *q = g_root;
+            s_cpy(q, "?root=", 8); q += 6;
+            q = u64_str(q, st.st_dev); *q++ = ':'; q = u64_str(q, st.st_ino);
+            g_rootlen = (size_t)(q - g_root);
+        }
+        cwd_update();
+        RESTORE_ERRNO;
+    }
+    return r;
+}
+/* A change of user or group may take away the right to write the log folder: the log file is opened before.  A
+ * call that changed nothing (a program dropping rights it does not have) leaves no trace. */
+static void ids_now(uint32_t id[6])
+{
+    syscall(SYS_getresuid, &id[0], &id[1], &id[2]);
+    syscall(SYS_getresgid, &id[3], &id[4], &id[5]);
+}
+static void priv_undo(const char *prev_what)
+{
+    char name[192];
+    log_name(name);
+    syscall(SYS_unlinkat, g_dirfd, name, 0);
+    syscall(SYS_close, g_prefd);
+    g_prefd = -1;
+    g_priv_what = prev_what;
+}
+#define SETID_WRAP(name, proto, args)                                                                           \
+    DECL(int, name, proto);                                                                                    \
+    EXPORT int name proto                                                                                      \
+    {                                                                                                          \
+        RESOLVE(name);                                                                                         \
+        if (!g_on || g_prefd >= 0) return real_##name args;                                                    \
+        uint32_t id0[6], id1[6];                                                                               \
+        const char *prev = g_priv_what;                                                                        \
+        ids_now(id0);                                                                                          \
+        priv_prepare(#name, 1);                                                                                \
+        int ret_ = real_##name args;                                                                           \
+        SAVE_ERRNO;                                                                                            \
+        ids_now(id1);                                                                                          \
+        if (g_prefd >= 0 && !memcmp(id0, id1, sizeof id0)) priv_undo(prev);                                    \
+        RESTORE_ERRNO;                                                                                         \
+        return ret_;                                                                                           \
+    }
+SETID_WRAP(setuid, (uid_t u), (u))
+SETID_WRAP(seteuid, (uid_t u), (u))
+SETID_WRAP(setreuid, (uid_t r, uid_t e), (r, e))
+SETID_WRAP(setresuid, (uid_t r, uid_t e, uid_t s), (r, e, s))
+SETID_WRAP(setgid, (gid_t g), (g))
+SETID_WRAP(setegid, (gid_t g), (g))
+SETID_WRAP(setregid, (gid_t r, gid_t e), (r, e))
+SETID_WRAP(setresgid, (gid_t r, gid_t e, gid_t s), (r, e, s))
 
 /* mmap of files: count mappings and bytes mapped */
 #define MMAP_WRAP(name, OFFT)                                                                                  \
