@@ -6,17 +6,18 @@
     log.ops                       # numpy structured array (OP_DTYPE), empty unless MTCPROF_TRACE=ops
     log.complete, log.error       # error: LogError with .offset when the log is truncated or corrupt
 
-The op trace is decoded with one numpy.frombuffer per OPS record (no per-op Python work).
+The op trace is decoded with one numpy.frombuffer when log.ops is first read (no per-op Python work); numpy is
+imported only then, so that `mtcprof dump` (ops_as_dicts) starts without it.
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from typing import Iterator
-
-import numpy as np
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -52,16 +53,35 @@ _PROC_FIELDS = ("pid", "ppid", "uid", "origin", "start_ns", "end_ns", "exit_stat
 _PROC_FMT = "iiIIQQiIiIQQIIQQQ"
 PROC_SIZE = struct.calcsize("<" + _PROC_FMT)   # 96
 OP_SIZE = 48
+_PROC_U64 = tuple(i for i, c in enumerate(_PROC_FMT) if c == "Q")
+I64_MAX = (1 << 63) - 1      # larger counters and times do not fit SQLite's INTEGER: only a damaged log has them
+MAX_LOG_BYTES = 1 << 30      # read_log refuses larger files (the shim's default op trace cap gives <= 192 MiB)
+# smallest payload of each record type (v1 FILE: 24); a shorter record is corrupt, not read past its end
+_MIN_LEN = {R_PROC: PROC_SIZE, R_STR: 8, R_FILE: 32, R_OPS: 8, R_DIR: 8, R_END: 8}
 
 
-def op_dtype(byteorder: str = "<") -> np.dtype:
+def op_dtype(byteorder: str = "<"):
+    import numpy as np
     return np.dtype([("start_ns", byteorder + "u8"), ("dur_ns", byteorder + "u8"), ("offset", byteorder + "i8"),
                      ("length", byteorder + "i8"), ("file", byteorder + "u4"), ("tid", byteorder + "u4"),
                      ("op", byteorder + "u2"), ("flags", byteorder + "u2"), ("err", byteorder + "i4")])
 
 
-OP_DTYPE = op_dtype("<")
-assert OP_DTYPE.itemsize == OP_SIZE
+_OP_STRUCT = {bo: struct.Struct(bo + "QQqqIIHHi") for bo in "<>"}     # the same layout, for readers without numpy
+assert _OP_STRUCT["<"].size == OP_SIZE
+
+
+def _op_dtype_le():
+    if "OP_DTYPE" not in globals():
+        globals()["OP_DTYPE"] = op_dtype("<")
+    return globals()["OP_DTYPE"]
+
+
+def __getattr__(name: str):
+    """OP_DTYPE is built on first use: importing this module must not import numpy (~70 ms)."""
+    if name == "OP_DTYPE":
+        return _op_dtype_le()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class LogError(ValueError):
@@ -72,6 +92,49 @@ class LogError(ValueError):
         super().__init__(f"{path or '<log>'}: {message} at byte offset {offset}")
 
 
+class NotALogFile(OSError):
+    """A path that is not a regular file of bounded size (symlink, FIFO, device, folder, too large): not read."""
+
+
+def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES) -> bytes:
+    """The whole content of a log file, read safely: regular files only (a symlink, FIFO or device named *.mtclog
+    is neither opened nor followed: O_NOFOLLOW, O_NONBLOCK, fstat S_ISREG) and at most max_bytes."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotALogFile(errno.EINVAL, "not a regular file (%s)" % _kind(st.st_mode), os.fspath(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise NotALogFile(errno.ELOOP, "not a regular file (symbolic link)", os.fspath(path)) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):        # replaced between lstat and open
+            raise NotALogFile(errno.EINVAL, "not a regular file (%s)" % _kind(st.st_mode), os.fspath(path))
+        if st.st_size > max_bytes:
+            raise NotALogFile(errno.EFBIG, "larger than %d bytes (%d)" % (max_bytes, st.st_size), os.fspath(path))
+        chunks, left = [], st.st_size
+        while left > 0:                          # never past the size fstat gave (a growing file is cut there)
+            b = os.read(fd, min(left, 1 << 26))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "symbolic link"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISDIR, "folder"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "special file"
+
+
 @dataclass
 class MtcLog:
     path: str | None
@@ -80,9 +143,24 @@ class MtcLog:
     created_ns: int = 0
     process: dict = field(default_factory=dict)
     files: list = field(default_factory=list)
-    ops: np.ndarray = field(default_factory=lambda: np.zeros(0, OP_DTYPE))
     complete: bool = False
     error: LogError | None = None
+    ops_raw: list = field(default_factory=list, repr=False)     # [(byteorder, bytes of an OPS record's ops)]
+    _ops: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def ops(self):
+        """The op trace as a numpy structured array (OP_DTYPE), empty unless MTCPROF_TRACE=ops."""
+        if self._ops is None:
+            import numpy as np
+            dt = _op_dtype_le()
+            parts = [np.frombuffer(raw, dtype=op_dtype(bo)).astype(dt) for bo, raw in self.ops_raw]   # copies
+            self._ops = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, dt)
+        return self._ops
+
+    @ops.setter
+    def ops(self, value) -> None:
+        self._ops = value
 
     def file_by_path(self, path: str) -> dict | None:
         for f in self.files:
@@ -106,7 +184,7 @@ def iter_records(buf, path: str | None = None) -> Iterator[tuple]:
     if n < HEADER_SIZE:
         raise LogError("truncated header (%d bytes)" % n, 0, path)
     if bytes(buf[0:8]) != MAGIC:
-        raise LogError("bad magic %r (not an mtcprof log)" % bytes(buf[0:8]), 0, path)
+        raise LogError("bad magic (not an mtcprof log)", 0, path)   # never echo file content
     bo = "<" if struct.unpack_from("<I", buf, 12)[0] == BOM else ">" if struct.unpack_from(">I", buf, 12)[0] == BOM else None
     if bo is None:
         raise LogError("bad byte-order mark", 12, path)
@@ -124,6 +202,8 @@ def iter_records(buf, path: str | None = None) -> Iterator[tuple]:
             raise LogError("unknown record type %d" % rtype, off, path)
         if length % 8:
             raise LogError("record length %d not a multiple of 8" % length, off, path)
+        if length < _MIN_LEN[rtype] - (8 if rtype == R_FILE and version < 2 else 0):
+            raise LogError("short %s record (%d bytes)" % (RECORD_NAMES[rtype], length), off, path)
         if off + 8 + length > n:
             raise LogError("truncated %s record (needs %d bytes, %d left)" % (RECORD_NAMES[rtype], length, n - off - 8),
                            off, path)
@@ -139,11 +219,13 @@ def iter_records(buf, path: str | None = None) -> Iterator[tuple]:
 def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
     """Parse a whole log held in a bytes-like object (bytes, mmap, memoryview)."""
     log = MtcLog(path=path)
-    ops_chunks = []
     strings: dict = {}
     dirs: dict = {}
     version = None
     nrec = 0
+    fids: set = set()
+    p = 8
+    rtype = 0
     try:
         for rtype, p, length, bo in iter_records(buf, path):
             log.byteorder = bo
@@ -153,6 +235,8 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
                 if length < PROC_SIZE:
                     raise LogError("short process record", p - 8, path)
                 vals = struct.unpack_from(bo + _PROC_FMT, buf, p)
+                if max(vals[i] for i in _PROC_U64) > I64_MAX:
+                    raise LogError("process record value out of range", p - 8, path)
                 proc = dict(zip(_PROC_FIELDS, vals))
                 proc.pop("_reserved")
                 proc["ended_by"] = ENDED_BY.get(proc["ended_by"], str(proc["ended_by"]))
@@ -165,6 +249,8 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
                     raise LogError("string longer than its record", p - 8, path)
                 raw = bytes(buf[p + 8:p + 8 + slen])
                 name = STR_KEYS.get(key, "str%d" % key)
+                if b"\0" in raw and name != "argv":
+                    raise LogError("NUL byte in the %s string" % name, p - 8, path)
                 if name == "argv":
                     strings["argv"] = [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0")[:-1]] if raw else []
                 elif name == "gfarm_mounts":
@@ -175,9 +261,16 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
                 did, dlen = struct.unpack_from(bo + "II", buf, p)
                 if 8 + dlen > length:
                     raise LogError("dir longer than its record", p - 8, path)
-                dirs[did] = bytes(buf[p + 8:p + 8 + dlen]).decode("utf-8", "surrogateescape")
+                raw = bytes(buf[p + 8:p + 8 + dlen])
+                if b"\0" in raw:
+                    raise LogError("NUL byte in a folder name", p - 8, path)
+                dirs[did] = raw.decode("utf-8", "surrogateescape")
             elif rtype == R_FILE and version >= 2:
-                log.files.append(_file_v2(buf, p, length, bo, dirs, log.process.get("start_ns", 0), path))
+                rec = _file_v2(buf, p, length, bo, dirs, log.process.get("start_ns", 0), path)
+                if rec["id"] in fids:
+                    raise LogError("duplicate file id %d" % rec["id"], p - 8, path)
+                fids.add(rec["id"])
+                log.files.append(rec)
             elif rtype == R_FILE:
                 fid, flags, plen, cn = struct.unpack_from(bo + "IIII", buf, p)
                 nc, nb = cn & 0xFFFF, cn >> 16
@@ -193,8 +286,15 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
                         vals[slot] = packed[i]
                         i += 1
                 pstart = p + 24 + 8 * nv
-                rec = {"id": fid, "path": bytes(buf[pstart:pstart + plen]).decode("utf-8", "surrogateescape"),
-                       "flags": _flags(flags, FILE_FLAGS)}
+                raw = bytes(buf[pstart:pstart + plen])
+                if b"\0" in raw:
+                    raise LogError("NUL byte in a file name", p - 8, path)
+                if fid in fids:
+                    raise LogError("duplicate file id %d" % fid, p - 8, path)
+                if packed and max(packed) > I64_MAX:
+                    raise LogError("file record value out of range", p - 8, path)
+                fids.add(fid)
+                rec = {"id": fid, "path": raw.decode("utf-8", "surrogateescape"), "flags": _flags(flags, FILE_FLAGS)}
                 for i, name in enumerate(COUNTERS[:nc]):
                     rec[name] = vals[i]
                 rec["hist_read"] = list(vals[nc:nc + nb])
@@ -204,16 +304,18 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
                 count, osize = struct.unpack_from(bo + "IH", buf, p)
                 if osize != OP_SIZE or 8 + count * osize != length:
                     raise LogError("bad ops record (count %d, op size %d)" % (count, osize), p - 8, path)
-                ops_chunks.append(np.frombuffer(buf, dtype=op_dtype(bo), count=count, offset=p + 8))
+                log.ops_raw.append((bo, bytes(buf[p + 8:p + 8 + count * OP_SIZE])))
             elif rtype == R_END:
                 expect, = struct.unpack_from(bo + "I", buf, p)
                 if expect != nrec:
                     raise LogError("END record counts %d records, found %d" % (expect, nrec), p - 8, path)
                 log.complete = True
             nrec += 1
-    except LogError as e:
+    except (LogError, struct.error, ValueError, OverflowError, IndexError) as e:
+        if not isinstance(e, LogError):     # a record the checks above let through: still an error at its offset
+            e = LogError("malformed %s record" % RECORD_NAMES.get(rtype, "?"), max(p - 8, 0), path)
         if strict:
-            raise
+            raise e from None
         log.error = e.with_traceback(None)    # no frames (and no buffer views) kept alive by the error
     if len(buf) >= 16 and bytes(buf[0:8]) == MAGIC:
         log.version = struct.unpack_from(log.byteorder + "H", buf, 8)[0]
@@ -221,10 +323,6 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
         log.created_ns = struct.unpack_from(log.byteorder + "Q", buf, 16)[0]
     log.process.update(strings)
     log.process.setdefault("gfarm_mounts", [])
-    if ops_chunks:
-        ops = np.concatenate(ops_chunks) if len(ops_chunks) > 1 else ops_chunks[0].copy()
-        log.ops = ops.astype(OP_DTYPE, copy=False)
-    del ops_chunks
     return log
 
 
@@ -247,17 +345,24 @@ def _file_v2(buf, p: int, length: int, bo: str, dirs: dict, start_ns: int, path)
     if FILE2_HEAD + size + nlen > length:
         raise LogError("file record shorter than its counters and name", p - 8, path)
     packed = struct.unpack_from(fmt, buf, p + FILE2_HEAD)
+    if wide and packed and max(packed) > I64_MAX:
+        raise LogError("file record value out of range", p - 8, path)
     vals = [0] * nslots
     for slot in range(nslots):
         if mask >> slot & 1:
             vals[slot] = packed[i]
             i += 1
     ns = p + FILE2_HEAD + size
-    name = bytes(buf[ns:ns + nlen]).decode("utf-8", "surrogateescape")
+    raw = bytes(buf[ns:ns + nlen])
+    if b"\0" in raw:
+        raise LogError("NUL byte in a file name", p - 8, path)
+    name = raw.decode("utf-8", "surrogateescape")
     rec = {"id": fid, "path": dirs[did] + "/" + name, "flags": _flags(flags, FILE_FLAGS)}
     for s in (_FIRST, _LAST):
         if s < nc and mask >> s & 1:
             vals[s] += start_ns
+            if vals[s] > I64_MAX:
+                raise LogError("file record time out of range", p - 8, path)
     for i, cname in enumerate(COUNTERS[:nc]):
         rec[cname] = vals[i]
     rec["hist_read"] = list(vals[nc:nc + nb])
@@ -269,17 +374,13 @@ def read_log(path: str | os.PathLike, strict: bool = False) -> MtcLog:
     """Read one log file.  strict=True raises LogError on truncation/corruption; otherwise the valid prefix is
     returned with .error set and .complete False."""
     path = os.fspath(path)
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size == 0:
-            log = MtcLog(path=path, error=LogError("empty file", 0, path))
-            if strict:
-                raise log.error
-            return log
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            log = parse(mm, path, strict=False)
-            # detach numpy views from the mmap before it closes
-            log.ops = np.array(log.ops, dtype=OP_DTYPE, copy=True)
+    buf = read_bytes(path)          # regular files only, bounded: a *.mtclog symlink to /dev/zero or a FIFO is refused
+    if not buf:
+        log = MtcLog(path=path, error=LogError("empty file", 0, path))
+        if strict:
+            raise log.error
+        return log
+    log = parse(buf, path, strict=False)
     if strict and log.error is not None:
         raise log.error
     return log
@@ -288,7 +389,9 @@ def read_log(path: str | os.PathLike, strict: bool = False) -> MtcLog:
 def ops_as_dicts(log: MtcLog) -> Iterator[dict]:
     """The op trace as plain dicts (slow path for dumps; use log.ops for analysis)."""
     paths = {f["id"]: f["path"] for f in log.files}
-    for o in log.ops.tolist():
+    rows = (log.ops.tolist() if log._ops is not None else
+            (o for bo, raw in log.ops_raw for o in _OP_STRUCT[bo].iter_unpack(raw)))
+    for o in rows:
         start, dur, off, length, fid, tid, op, flags, err = o
         yield {"op": OPS.get(op, str(op)), "file": fid, "path": paths.get(fid), "offset": off, "length": length,
                "start_ns": start, "dur_ns": dur, "tid": tid, "flags": _flags(flags, OP_FLAGS), "err": err}

@@ -1,18 +1,16 @@
 """Entry points of the console scripts.
 
 `mtcprof` is a dispatcher: each subcommand lives in its own module exposing add_arguments(parser) and
-main(args) -> int, listed in _MTCPROF_SUBCOMMANDS (add ingest/model/report/export there).
-Scripts whose part is not built yet say so and exit 2.
+main(args) -> int, listed in _MTCPROF_SUBCOMMANDS.  Only the module of the subcommand being run is imported
+(the others pull in numpy/pandas/matplotlib, ~0.1-0.4 s), so `mtcprof run` costs a tracing workflow little
+per task; `mtcprof --help` is drawn from the table alone.
 """
 import argparse
-import importlib
+import os
 import sys
 
-
-def _not_yet(name: str) -> int:
-    print(f"{name}: not yet implemented", file=sys.stderr)
-    return 2
-
+from mtcio import __version__
+from mtcio.exitcodes import BAD_INPUT, EPILOG, guard, printable
 
 # name -> (module, one-line help)
 _MTCPROF_SUBCOMMANDS = {
@@ -25,32 +23,107 @@ _MTCPROF_SUBCOMMANDS = {
     "plugin-path": ("mtcio.pwrake_plugin.plugin_path", "print where the Rake/Pwrake tracing plugin is (for -I / -r)"),
 }
 
+# Libraries that a subcommand's module imports at its top but that its add_arguments() never uses.
+_HEAVY = ("numpy", "pandas", "matplotlib", "yaml")
+
+
+def version_action(p: argparse.ArgumentParser, prog: str) -> None:
+    p.add_argument("--version", action="version", version=f"{prog} (mtcio) {__version__}",
+                   help="print the version and exit")
+
+
+def _defer_heavy_imports() -> None:
+    """For `--help` only: import the libraries in _HEAVY lazily (executed at their first attribute use), so
+    that building a subcommand's parser from its module does not pay for pandas it will never call."""
+    import importlib.abc
+    import importlib.util
+
+    class LazyHeavy(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name not in _HEAVY:
+                return None
+            for finder in sys.meta_path:
+                if finder is not self and hasattr(finder, "find_spec"):
+                    spec = finder.find_spec(name, path, target)
+                    if spec is not None and spec.loader is not None:
+                        spec.loader = importlib.util.LazyLoader(spec.loader)
+                        return spec
+            return None
+
+    sys.meta_path.insert(0, LazyHeavy())
+
+
+def _chosen(argv: list, names) -> str | None:
+    """The subcommand named on the command line (the first word that is not an option), if it is one of ours."""
+    for a in argv:
+        if a == "--":
+            return None
+        if not a.startswith("-"):
+            return a if a in names else None
+    return None
+
+
+def _check_db_arg(prog: str, args) -> int | None:
+    """--db must name a database file (or a new one): one line instead of sqlite's 'unable to open'."""
+    db = getattr(args, "db", None)
+    if isinstance(db, str) and db != ":memory:":
+        if os.path.isdir(db):
+            print(f"{prog}: --db {printable(db)} is a folder, not a database file", file=sys.stderr)
+            return BAD_INPUT
+        parent = os.path.dirname(os.path.abspath(db))
+        if not os.path.isdir(parent):
+            print(f"{prog}: --db {printable(db)}: no such folder {printable(parent)}", file=sys.stderr)
+            return BAD_INPUT
+    return None
+
 
 def mtcprof(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     p = argparse.ArgumentParser(
         prog="mtcprof",
-        description="mtcprof: per-task file I/O profiling of many-task workflows. The LD_PRELOAD shim writes one "
-                    "log per process into MTCPROF_DIR (see preload/FORMAT.md).",
+        description="mtcprof: per-task file I/O profiling of many-task workflows. An LD_PRELOAD shim writes one "
+                    "log per process; ingest loads a run's logs into SQLite; model, report and export read it.",
         epilog="examples:\n  mtcprof run --dir logs --task t1 --stage mProjectPP -- mProjectPP in.fits out.fits t.hdr\n"
-               "  mtcprof dump logs/*.mtclog",
+               "  mtcprof dump logs/*.mtclog\n"
+               "  mtcprof ingest logs --db mtc.db --run montage1\n"
+               "  mtcprof COMMAND --help      options of one command\n" + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    version_action(p, "mtcprof")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    mods = {}
-    for name, (modname, help_) in _MTCPROF_SUBCOMMANDS.items():
-        mod = importlib.import_module(modname)
-        sp = sub.add_parser(name, help=help_, description=(mod.__doc__ or help_).strip().splitlines()[0])
+    parsers = {name: sub.add_parser(name, help=help_, description=help_, epilog=EPILOG)
+               for name, (_mod, help_) in _MTCPROF_SUBCOMMANDS.items()}
+    name = _chosen(argv, _MTCPROF_SUBCOMMANDS)
+    mod = None
+    if name is not None:
+        opts = argv[:argv.index("--")] if "--" in argv else argv
+        if "-h" in opts or "--help" in opts:
+            _defer_heavy_imports()
+        import importlib
+        mod = importlib.import_module(_MTCPROF_SUBCOMMANDS[name][0])
+        sp = parsers[name]
+        doc = (mod.__doc__ or "").strip()
+        if doc:
+            sp.description = doc.splitlines()[0]
         mod.add_arguments(sp)
-        mods[name] = mod
-    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    args = p.parse_args(argv)
     if not args.command:
         p.print_help(sys.stderr)
-        return 2
-    return mods[args.command].main(args)
+        return BAD_INPUT
+    prog = f"mtcprof {args.command}"
+    bad = _check_db_arg(prog, args)
+    if bad is not None:
+        return bad
+    return guard(prog, mod.main, args)
 
 
 def mtcenvelope(argv=None) -> int:
     from mtcio.envelope.cli import main
-    return main(argv)
+    return guard("mtcenvelope", main, argv)
+
+
+def _not_yet(name: str) -> int:
+    print(f"{name}: not yet implemented", file=sys.stderr)
+    return 2
 
 
 def mtcpredict() -> int:

@@ -1,16 +1,20 @@
 """mtcbed: a real multi-host Gfarm on one machine, one network namespace per host.
 
-Exit codes: 0 success; 1 the operation failed (what was half-built is torn down); 2 bad arguments;
-3 a testbed is already up (up) or none is up (exec, status); 4 unknown host (exec).
-`mtcbed exec` otherwise exits with the command's own exit code.
+Exit codes (mtcio.exitcodes, shared by every mtcio command): 0 success; 1 the operation failed (what was
+half-built is torn down); 2 bad arguments; 3 a testbed is already up (up) or none is up (exec, status);
+4 unknown host (exec); 130 interrupted.  `mtcbed exec` otherwise exits with the command's own exit code.
+
+`mtcbed exec` is on the path of every task a workflow runs on the testbed: it imports only the state file's
+reader and the command prefixes, not the modules that bring a testbed up.
 """
 import argparse
-import json
 import os
 import sys
 
-from . import bed, layout
-from .sh import BedError, as_user, in_host, user_env
+from mtcio import __version__
+from mtcio.exitcodes import BAD_INPUT, EPILOG as CODES, FAILED, INTERRUPTED, STATE, UNKNOWN_HOST, printable
+
+from . import layout
 
 EPILOG = """\
 examples:
@@ -19,14 +23,16 @@ examples:
   mtcbed exec mtc-node2 -- gfwhere /f      run as the testbed user on mtc-node2
   mtcbed status --json
   mtcbed down
-exit codes: 0 ok, 1 failed, 2 bad arguments, 3 already up / none up, 4 unknown host;
-  exec returns the command's own exit code.
+""" + CODES + """
+  (3: already up / none up; exec returns the command's own exit code)
 """
 
 
 def _parser():
     p = argparse.ArgumentParser(prog="mtcbed", description=__doc__.split("\n\n")[0],
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"mtcbed (mtcio) {__version__}",
+                   help="print the version and exit")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="{up,down,status,exec}")
     u = sub.add_parser("up", help="bring a testbed up",
                        description="Start gfmd, one namespace + gfsd + gfarm2fs mount per host.")
@@ -43,24 +49,38 @@ def _parser():
     e = sub.add_parser("exec", help="run a command as the testbed user on a host",
                        description="Run CMD as the testbed user in HOST's network and UTS namespaces, "
                                    "with GFARM_CONFIG_FILE set and the current directory kept.")
-    e.add_argument("host")
-    e.add_argument("command", nargs=argparse.REMAINDER)
+    e.usage = "mtcbed exec [-h] HOST -- CMD..."
+    e.add_argument("host", metavar="HOST", help="host name, mtc-nodeK (see mtcbed status)")
+    e.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD...",
+                   help="the command to run, with its arguments, after --")
+    for sp in (u, s, e, sub.choices["down"]):
+        sp.epilog = CODES
     return p
 
 
 def _exec(host, command):
-    st = bed.status()
-    names = [h["name"] for h in st["hosts"]]
+    from . import state
+    from .sh import as_user, in_host, user_env
+    st = state.load()
+    if st is None:
+        print("mtcbed: no testbed is up", file=sys.stderr)
+        return STATE
+    names = [h["name"] for h in st.get("hosts", [])]
     if host not in names:
-        print(f"mtcbed: unknown host {host!r}: hosts are {', '.join(names)}", file=sys.stderr)
-        return 4
+        print(f"mtcbed: unknown host {printable(host)!r}: hosts are {', '.join(names)}", file=sys.stderr)
+        return UNKNOWN_HOST
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        print("mtcbed exec: no command given", file=sys.stderr)
-        return 2
+        print("mtcbed exec: no command given (usage: mtcbed exec HOST -- CMD...)", file=sys.stderr)
+        return BAD_INPUT
     argv = in_host(host, as_user(command))
-    os.execvpe(argv[0], argv, user_env())
+    sys.stdout.flush()
+    try:
+        os.execvpe(argv[0], argv, user_env())
+    except OSError as e:
+        print(f"mtcbed exec: cannot start {argv[0]}: {e.strerror}", file=sys.stderr)
+        return FAILED
 
 
 def _print_status(st):
@@ -78,6 +98,23 @@ def _print_status(st):
 
 def main(argv=None):
     args = _parser().parse_args(argv)
+    if args.cmd == "exec":
+        if os.geteuid() != 0:
+            print("mtcbed: mtcbed must run as root (it creates network namespaces and starts daemons)",
+                  file=sys.stderr)
+            return FAILED
+        try:
+            return _exec(args.host, args.command)
+        except KeyboardInterrupt:
+            print("mtcbed: interrupted", file=sys.stderr)
+            return INTERRUPTED
+        except OSError as e:
+            print(f"mtcbed: {printable(e)}", file=sys.stderr)
+            return FAILED
+    import json
+
+    from . import bed
+    from .sh import BedError
     try:
         if args.cmd != "status" and os.geteuid() != 0:
             raise BedError("mtcbed must run as root (it creates network namespaces and starts daemons)")
@@ -94,20 +131,21 @@ def main(argv=None):
                 print(json.dumps(st, indent=1))
             else:
                 _print_status(st)
-        elif args.cmd == "exec":
-            return _exec(args.host, args.command)
     except bed.UsageError as e:
         print(f"mtcbed: {e}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     except (bed.AlreadyUp, bed.NotUp) as e:
         print(f"mtcbed: {e}", file=sys.stderr)
-        return 3
+        return STATE
+    except BrokenPipeError:         # `mtcbed status | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (BedError, OSError) as e:
-        print(f"mtcbed: {e}", file=sys.stderr)
-        return 1
+        print(f"mtcbed: {printable(e)}", file=sys.stderr)
+        return FAILED
     except KeyboardInterrupt:
         print("mtcbed: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     return 0
 
 
