@@ -9,6 +9,10 @@
 
 `run` is a run name or id.  Times are CLOCK_REALTIME ns (*_ns) or seconds (*_s).  A "file" in the analyses is its
 Gfarm path when it is on Gfarm (the same file read through two hosts' gfarm2fs mounts is one file), else its path.
+
+Names (paths, cwd, hosts, tasks, stages, commands) are str; a name that is not UTF-8 comes back exactly, with its
+undecodable bytes as surrogate escapes (os.fsencode(path) gives the bytes).  Store(path, readable=True) gives the
+display form instead (\\xNN for such bytes and for control characters): for pages and traces people read.
 """
 from __future__ import annotations
 
@@ -26,10 +30,12 @@ from mtcio.db.logformat import HIST_BINS, HIST_EDGES, NBINS, OP_DTYPE, OPS
 class Store:
     """Read-only view of one db (opened with mode=ro; an older schema must be migrated by a writer first)."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, readable: bool = False):
         self.path = os.fspath(path)
         self.conn = store.connect(self.path, readonly=True)
         self._tf_cache: dict = {}
+        self._name = store.readable if readable else store.text_of     # db name value -> str
+        self.readable = readable
 
     def close(self) -> None:
         self.conn.close()
@@ -43,7 +49,15 @@ class Store:
     def _df(self, sql: str, params=()) -> pd.DataFrame:
         cur = self.conn.execute(sql, params)
         cols = [d[0] for d in cur.description]
-        return pd.DataFrame.from_records(cur.fetchall(), columns=cols)
+        df = pd.DataFrame.from_records(cur.fetchall(), columns=cols)
+        for c in df.columns:          # names stored as BLOBs (not UTF-8) -> str; readable: display form
+            if df[c].dtype == object and (self.readable or any(isinstance(v, bytes) for v in df[c])):
+                df[c] = [self._name(v) for v in df[c]]
+        return df
+
+    def _names(self, values: list) -> list:
+        """Names parsed from JSON columns (argv, mounts, replica hosts): display form when readable."""
+        return [self._name(v) for v in values] if self.readable else values
 
     def _run_id(self, run) -> int:
         if isinstance(run, int):
@@ -90,11 +104,17 @@ class Store:
         """One row per task attempt: id, name, attempt, stage, host, command, start_ns, end_ns, duration_s,
         exit_status, signal, n_processes, bytes/files read and written, read locality of ALL reads
         (bytes_read_local/remote/unknown, files_read_local/remote, alpha_all), bytes_written_local, t_io_s,
-        and alpha / alpha_files: the local fraction of the task's 1-to-1 reads (the model's alpha; NaN if none)."""
+        alpha / alpha_files: the local fraction of the task's 1-to-1 reads (the model's alpha; NaN if none), and
+        files_dropped / ops_dropped: records its processes dropped at the shim's limits (its counts lack them)."""
         rid = self._run_id(run)
         df = self._df("SELECT t.*, h.name AS host FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id "
                       "WHERE t.run_id = ? ORDER BY t.start_ns, t.id", (rid,))
         df = df.drop(columns=["run_id", "host_id"])
+        drop = self._df("SELECT task_id, sum(files_dropped) AS files_dropped, sum(ops_dropped) AS ops_dropped "
+                        "FROM processes WHERE run_id = ? AND task_id IS NOT NULL GROUP BY task_id", (rid,))
+        drop = drop.set_index("task_id").reindex(df["id"]).fillna(0).astype(np.int64)
+        df["files_dropped"] = drop["files_dropped"].to_numpy()
+        df["ops_dropped"] = drop["ops_dropped"].to_numpy()
         df["duration_s"] = (df["end_ns"] - df["start_ns"]) / 1e9
         df["t_io_s"] = df.pop("t_io_ns") / 1e9
         known = df["bytes_read_local"] + df["bytes_read_remote"]
@@ -118,8 +138,8 @@ class Store:
         rid = self._run_id(run)
         df = self._df("SELECT p.*, h.name AS host FROM processes p JOIN hosts h ON h.id = p.host_id "
                       "WHERE p.run_id = ? ORDER BY p.start_ns, p.id", (rid,))
-        df["argv"] = [json.loads(a) if a else [] for a in df["argv"]]
-        df["gfarm_mounts"] = [json.loads(a) if a else [] for a in df["gfarm_mounts"]]
+        df["argv"] = [self._names(json.loads(a)) if a else [] for a in df["argv"]]
+        df["gfarm_mounts"] = [self._names(json.loads(a)) if a else [] for a in df["gfarm_mounts"]]
         return df.drop(columns=["run_id", "host_id"])
 
     def files(self, run: str | int) -> pd.DataFrame:
@@ -128,7 +148,7 @@ class Store:
         rid = self._run_id(run)
         df = self._df("SELECT * FROM files WHERE run_id = ? ORDER BY id", (rid,)).drop(columns=["run_id"])
         df["key"] = df["gfarm_path"].where(df["gfarm_path"].notna(), df["path"])
-        df["replica_hosts"] = [json.loads(r) if r is not None else None for r in df["replica_hosts"]]
+        df["replica_hosts"] = [self._names(json.loads(r)) if r is not None else None for r in df["replica_hosts"]]
         return df
 
     def file_access(self, run: str | int) -> pd.DataFrame:
@@ -202,7 +222,7 @@ class Store:
                 continue
             s = cache.get(r)
             if s is None:
-                s = cache[r] = tuple(json.loads(r))
+                s = cache[r] = tuple(self._names(json.loads(r)))
             reps.append(list(s))
             local.append(_host_match(h or "", s))
         df["replica_hosts"] = reps
@@ -227,7 +247,9 @@ class Store:
         out_mean/out_min/out_max (per-task bytes written), meta_ops and per-counter sums (opens, creates, stats,
         unlinks, renames, mkdirs, rmdirs, truncates, fsyncs), meta_ops_per_task, reread_factor (bytes read /
         size over task-file pairs), read_discont, write_discont, t_io_s (sum of the tasks' time in I/O calls),
-        io_s_mean/io_s_max (per task), concurrency (max tasks running at once), per_host_concurrency."""
+        io_s_mean/io_s_max (per task), concurrency (max tasks running at once), per_host_concurrency,
+        files_dropped / ops_dropped (file records and ops the shim dropped at its limits: the numbers above lack
+        them)."""
         rid = self._run_id(run)
         tasks = self.tasks(rid)
         tf = self.task_files(rid, scope)
@@ -262,6 +284,7 @@ class Store:
                                   if len(r) and r["size"].sum() > 0 else np.nan),
                 "read_discont": int(f["read_discont"].sum()), "write_discont": int(f["write_discont"].sum()),
                 "t_io_s": float(tio.sum()), "io_s_mean": float(tio.mean()), "io_s_max": float(tio.max()),
+                "files_dropped": int(t["files_dropped"].sum()), "ops_dropped": int(t["ops_dropped"].sum()),
                 "concurrency": _max_overlap(t["start_ns"], t["end_ns"]),
                 "per_host_concurrency": max(_max_overlap(g["start_ns"], g["end_ns"]) for _, g in t.groupby("host"))
                 if t["host"].notna().any() else _max_overlap(t["start_ns"], t["end_ns"]),
@@ -340,9 +363,10 @@ class Store:
             f"WHERE p.run_id = ? GROUP BY g ORDER BY min(p.start_ns)", (rid,)).fetchall()
         out = []
         for r in rows:
+            g = self._name(r[0])
             for kind, off in (("read", 1), ("write", 1 + NBINS)):
                 for i in range(NBINS):
-                    row = {by: r[0]} if by else {}
+                    row = {by: g} if by else {}
                     row.update(kind=kind, bin=HIST_BINS[i], lo=HIST_EDGES[i], count=int(r[off + i] or 0))
                     out.append(row)
         return pd.DataFrame(out)
@@ -381,7 +405,7 @@ class Store:
         df = pd.DataFrame({
             "process_id": np.repeat([r[0] for r in rows], n),
             "task_id": np.repeat(np.array([r[1] if r[1] is not None else -1 for r in rows]), n),
-            "host": pd.Categorical(np.repeat([r[3] for r in rows], n)),
+            "host": pd.Categorical(np.repeat([self._name(r[3]) for r in rows], n)),
             "pid": np.repeat([r[2] for r in rows], n),
             "tid": ops["tid"], "op_code": ops["op"], "flags": ops["flags"], "err": ops["err"],
             "start_ns": ops["start_ns"], "dur_ns": ops["dur_ns"], "offset": ops["offset"],

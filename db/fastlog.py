@@ -21,6 +21,7 @@ _NSLOTS = lf.NBINS * 2 + len(lf.COUNTERS)
 _NC = len(lf.COUNTERS)
 _FIRST, _LAST = lf.COUNTERS.index("first_open_ns"), lf.COUNTERS.index("last_close_ns")
 _ZERO = (0,) * _NSLOTS
+_I64_MAX = lf.I64_MAX
 _LAYOUTS: dict = {}     # (mask, wide) -> (Struct of the values, their slots): few distinct ones per workload
 
 
@@ -48,6 +49,13 @@ class Parsed:
 
 def parse(buf: bytes) -> Parsed | None:
     """Parse a complete log; None when anything is off (use logformat.read_log then)."""
+    try:
+        return _parse(buf)
+    except (struct.error, ValueError, OverflowError, IndexError, KeyError):
+        return None             # damaged in a way the checks below do not name: the reference reader will
+
+
+def _parse(buf: bytes) -> Parsed | None:
     n = len(buf)
     if n < 32:
         return None
@@ -57,6 +65,7 @@ def parse(buf: bytes) -> Parsed | None:
     out = Parsed()
     off, nrec = hsize, 0
     dirs: dict = {}
+    fids: set = set()
     start = 0
     rec = _REC.unpack_from
     while off + 8 <= n:
@@ -66,9 +75,12 @@ def parse(buf: bytes) -> Parsed | None:
         if end > n or length & 7:
             return None
         if rtype == _R_FILE:
-            fid, flags, nlen, did, nc, nb, _r, mask, wide = _FILEH.unpack_from(buf, p)
-            if nc != _NC or nb != lf.NBINS or mask >> _NSLOTS or wide & ~mask:
+            if length < 32:
                 return None
+            fid, flags, nlen, did, nc, nb, _r, mask, wide = _FILEH.unpack_from(buf, p)
+            if nc != _NC or nb != lf.NBINS or mask >> _NSLOTS or wide & ~mask or fid in fids:
+                return None
+            fids.add(fid)
             lay = _LAYOUTS.get((mask, wide)) or _layout(mask, wide)
             st, slots = lay
             ns = p + 32 + st.size
@@ -81,10 +93,13 @@ def parse(buf: bytes) -> Parsed | None:
                 v[_FIRST] += start
             if mask >> _LAST & 1:
                 v[_LAST] += start
-            out.files.append((fid, flags, dirs[did] + "/" + buf[ns:ns + nlen].decode("utf-8", "surrogateescape"), v))
+            name = buf[ns:ns + nlen]
+            if wide and max(v) > _I64_MAX or v[_LAST] > _I64_MAX or v[_FIRST] > _I64_MAX or b"\0" in name:
+                return None
+            out.files.append((fid, flags, dirs[did] + "/" + name.decode("utf-8", "surrogateescape"), v))
         elif rtype == _R_DIR:
             did, dlen = _II.unpack_from(buf, p)
-            if 8 + dlen > length:
+            if 8 + dlen > length or b"\0" in buf[p + 8:p + 8 + dlen]:
                 return None
             dirs[did] = buf[p + 8:p + 8 + dlen].decode("utf-8", "surrogateescape")
         elif rtype == _R_STR:
@@ -93,6 +108,8 @@ def parse(buf: bytes) -> Parsed | None:
                 return None
             raw = buf[p + 8:p + 8 + slen]
             name = _STR_KEYS.get(key, "str%d" % key)
+            if name != "argv" and b"\0" in raw:
+                return None
             if name == "argv":
                 out.strings["argv"] = [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0")[:-1]] \
                     if raw else []
@@ -104,6 +121,8 @@ def parse(buf: bytes) -> Parsed | None:
             if length < _PROC.size:
                 return None
             out.proc = _PROC.unpack_from(buf, p)
+            if max(out.proc[i] for i in lf._PROC_U64) > _I64_MAX:
+                return None
             start = out.proc[4]     # start_ns: v2 FILE timestamps are relative to it
         elif rtype == _R_OPS:
             count, osize = struct.unpack_from("<IH", buf, p)

@@ -27,6 +27,7 @@ import numpy as np
 from mtcio.db import fastlog
 from mtcio.db import logformat as lf
 from mtcio.db import store
+from mtcio.db.store import db_text, readable, text_of
 
 FLAG_BITS = {name: bit for bit, name in lf.FILE_FLAGS.items()}
 NC, NB = len(lf.COUNTERS), lf.NBINS
@@ -38,6 +39,8 @@ PROC_COLS = ("id", "run_id", "host_id", "pid", "ppid", "uid", "origin", "start_n
              "log_path", "log_complete", "log_error")
 BATCH = 4000            # logs per executemany batch
 GFWHERE_BATCH = 400     # paths per gfwhere call
+MAX_LOG_BYTES = 1 << 30  # a larger "log" is refused unread (the shim's default op trace cap gives <= 192 MiB)
+I64_MAX = (1 << 63) - 1
 
 
 class IngestError(RuntimeError):
@@ -49,6 +52,7 @@ class IngestResult:
     runs: dict = field(default_factory=dict)        # run name -> counts
     warnings: list = field(default_factory=list)
     bad_logs: int = 0                                # truncated / corrupt / unreadable logs
+    committed: bool = True                           # False: --strict rolled everything back
     details: list = field(default_factory=list)      # (message, log path, byte offset)
 
 
@@ -139,19 +143,21 @@ class _RunWriter:
 
     def __init__(self, conn, run_id: int):
         self.conn, self.run_id = conn, run_id
-        self.hosts = {r[1]: r[0] for r in conn.execute("SELECT id, name FROM hosts")}
-        self.files = {r[1]: r[0] for r in conn.execute("SELECT id, path FROM files WHERE run_id = ?", (run_id,))}
+        self.hosts = {text_of(r[1]): r[0] for r in conn.execute("SELECT id, name FROM hosts")}
+        self.files = {text_of(r[1]): r[0] for r in conn.execute("SELECT id, path FROM files WHERE run_id = ?",
+                                                                (run_id,))}
         self.seen = {(r[0], r[1], r[2]) for r in conn.execute(
             "SELECT host_id, pid, start_ns FROM processes WHERE run_id = ?", (run_id,))}
         self.next_pid = (conn.execute("SELECT max(id) FROM processes").fetchone()[0] or 0) + 1
         self.next_fid = (conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0) + 1
         self.procs, self.fas, self.new_files, self.ops = [], [], [], []
         self.added = self.skipped = self.n_fa = self.n_ops = 0
+        self.dropped = [0, 0, 0, None]      # processes, files, ops dropped by the shim's limits; an example log
 
     def host_id(self, name: str) -> int:
         hid = self.hosts.get(name)
         if hid is None:
-            hid = self.conn.execute("INSERT INTO hosts (name) VALUES (?)", (name,)).lastrowid
+            hid = self.conn.execute("INSERT INTO hosts (name) VALUES (?)", (db_text(name),)).lastrowid
             self.hosts[name] = hid
         return hid
 
@@ -169,10 +175,17 @@ class _RunWriter:
         mounts = p.get("gfarm_mounts") or []
         self.procs.append((
             pid, self.run_id, hid, p["pid"], p["ppid"], p["uid"], p["origin"], p["start_ns"], p["end_ns"],
-            p["exit_status"], p["ended_by"], p["signal"], p["parent_start_ns"], p.get("exe"),
-            json.dumps(p.get("argv", [])), p.get("cwd"), p.get("task"), p.get("stage"), p.get("run"),
-            json.dumps(mounts), p["ops_traced"], p["ops_dropped"], p["files_dropped"], p["munmaps"],
-            int(p["trace_ops"]), p.get("shim_version"), path, int(rec.complete), rec.error))
+            p["exit_status"], p["ended_by"], p["signal"], p["parent_start_ns"], db_text(p.get("exe")),
+            json.dumps(p.get("argv", [])), db_text(p.get("cwd")), db_text(p.get("task")), db_text(p.get("stage")),
+            db_text(p.get("run")), json.dumps(mounts), p["ops_traced"], p["ops_dropped"], p["files_dropped"],
+            p["munmaps"], int(p["trace_ops"]), db_text(p.get("shim_version")), db_text(path), int(rec.complete),
+            db_text(rec.error)))
+        if p["files_dropped"] or p["ops_dropped"]:
+            d = self.dropped
+            d[0] += 1
+            d[1] += p["files_dropped"]
+            d[2] += p["ops_dropped"]
+            d[3] = d[3] or path
         files = self.files
         fas = self.fas
         for fid, flags, fpath, vals in rec.files:
@@ -180,15 +193,16 @@ class _RunWriter:
             if file_id is None:
                 file_id = files[fpath] = self.next_fid
                 self.next_fid += 1
-                self.new_files.append((file_id, self.run_id, fpath, gfarm_path_of(fpath, mounts) if
-                                       (mounts or fpath.startswith("gfarm:")) else None))
+                self.new_files.append((file_id, self.run_id, db_text(fpath), db_text(
+                    gfarm_path_of(fpath, mounts) if (mounts or fpath.startswith("gfarm:")) else None)))
             fas.append((pid, fid, file_id, flags, *vals))
         for chunk, (count, data) in enumerate(rec.ops):
             if not count:
                 continue
             a = np.frombuffer(data, dtype=lf.OP_DTYPE)
-            self.ops.append((pid, chunk, count, int(a["start_ns"].min()), int((a["start_ns"] + a["dur_ns"]).max()),
-                             data))
+            first, last = int(a["start_ns"].min()), int((a["start_ns"] + a["dur_ns"]).max())
+            self.ops.append((pid, chunk, count, first if first <= I64_MAX else None,
+                             last if last <= I64_MAX else None, data))
             self.n_ops += count
         self.added += 1
         if len(self.procs) >= BATCH:
@@ -233,6 +247,7 @@ def build_tasks(conn, run_id: int) -> int:
         else:
             head_of[pid_] = pid_
         prev = r
+    rows = [(*r[:10], text_of(r[10]), text_of(r[11]), r[12]) for r in rows]   # names as str (BLOB: exact bytes)
     byid = {r[0]: r for r in rows}
     chain_last = {}
     for r in rows:                          # rows are in chain order, so the last assignment wins
@@ -287,8 +302,8 @@ def build_tasks(conn, run_id: int) -> int:
                 cmd = None
             tid = next_tid
             next_tid += 1
-            task_rows.append((tid, run_id, tname, k if name else 1, stage, root[1], cmd, a["start"], a["end"],
-                              a["exit"], a["signal"], len(a["images"])))
+            task_rows.append((tid, run_id, db_text(tname), k if name else 1, db_text(stage), root[1], db_text(cmd),
+                              a["start"], a["end"], a["exit"], a["signal"], len(a["images"])))
             assign.extend((tid, chain_prev.get(i), i) for i in a["images"])
     conn.executemany("INSERT INTO tasks (id, run_id, name, attempt, stage, host_id, command, start_ns, end_ns, "
                      "exit_status, signal, n_processes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", task_rows)
@@ -338,6 +353,8 @@ def parse_gfwhere(out: str, paths: list[str]) -> dict:
 def resolve_replicas(paths: list[str], cmd: list[str], timeout: float = 300.0, warn=None) -> tuple[dict, dict]:
     """Replica hosts of Gfarm paths with batched gfwhere calls -> ({path: [hosts]}, {path: error})."""
     found, errors = {}, {}
+    errors.update((p, "not a valid path (NUL byte)") for p in paths if "\0" in p)
+    paths = [p for p in paths if "\0" not in p]
     for i in range(0, len(paths), GFWHERE_BATCH):
         batch = paths[i:i + GFWHERE_BATCH]
         try:
@@ -369,11 +386,11 @@ def fill_sizes(conn, run_id: int) -> None:
     upd = []
     for fid, path, maxoff in rows:
         try:
-            st = os.stat(path)
+            st = os.stat(text_of(path))
             if st.st_mode & 0o170000 == 0o100000:
                 upd.append((st.st_size, "stat", fid))
                 continue
-        except OSError:
+        except (OSError, ValueError):       # ValueError: a NUL in a damaged log's name
             pass
         upd.append((maxoff or 0, "max_offset", fid))
     conn.executemany("UPDATE files SET size = ?, size_source = ? WHERE id = ?", upd)
@@ -381,7 +398,7 @@ def fill_sizes(conn, run_id: int) -> None:
 
 def fill_replicas(conn, run_id: int, cmd: list[str] | None, warn) -> int:
     """Resolve replica hosts of the run's not yet resolved Gfarm files (one gfwhere per GFWHERE_BATCH paths)."""
-    todo = [r[0] for r in conn.execute(
+    todo = [text_of(r[0]) for r in conn.execute(
         "SELECT DISTINCT gfarm_path FROM files WHERE run_id = ? AND gfarm_path IS NOT NULL AND resolved_at IS NULL",
         (run_id,))]
     if not todo:
@@ -398,10 +415,11 @@ def fill_replicas(conn, run_id: int, cmd: list[str] | None, warn) -> int:
     now = time.time()
     conn.executemany("UPDATE files SET replica_hosts = ?, resolved_at = ?, resolve_error = ? "
                      "WHERE run_id = ? AND gfarm_path = ?",
-                     [(json.dumps(found.get(p, [])), now, errors.get(p), run_id, p) for p in todo])
+                     [(json.dumps(found.get(p, [])), now, db_text(errors.get(p)), run_id, db_text(p)) for p in todo])
     if errors:
         ex = next(iter(errors.items()))
-        warn(f"{len(errors)} of {len(todo)} Gfarm files have no replica (deleted since?), e.g. {ex[0]}: {ex[1]}")
+        warn(f"{len(errors)} of {len(todo)} Gfarm files have no replica (deleted since?), e.g. {readable(ex[0])}: "
+             f"{readable(ex[1])}")
     return len(found)
 
 
@@ -414,7 +432,7 @@ def _host_match(host: str, replicas) -> bool:
 
 def fill_task_io(conn, run_id: int) -> None:
     """Per-task byte/file counts, read locality (all reads) and write placement from file_access + files."""
-    hosts = {r[0]: r[1] for r in conn.execute("SELECT id, name FROM hosts")}
+    hosts = {r[0]: text_of(r[1]) for r in conn.execute("SELECT id, name FROM hosts")}
     task_host = {r[0]: hosts.get(r[1]) for r in conn.execute("SELECT id, host_id FROM tasks WHERE run_id = ?",
                                                               (run_id,))}
     rows = conn.execute(
@@ -463,23 +481,36 @@ def _stderr_warn(msg: str) -> None:
 
 def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False,
            gfwhere_cmd: list[str] | str | None = "auto", progress: bool | None = None,
-           warn=_stderr_warn) -> IngestResult:
+           warn=_stderr_warn, max_log_bytes: int = MAX_LOG_BYTES) -> IngestResult:
     """Ingest every log under logdir into db.  gfwhere_cmd: "auto" (plain gfwhere when Gfarm is configured),
-    None (do not resolve replicas), a list or a shell-quoted string (e.g. "mtcbed exec mtc-node1 -- gfwhere")."""
+    None (do not resolve replicas), a list or a shell-quoted string (e.g. "mtcbed exec mtc-node1 -- gfwhere").
+
+    A damaged log gives ONE warning naming it and the byte offset where it breaks; its valid prefix is kept (when
+    it has a process record) and the rest of the run is ingested.  strict=True: everything is ingested in one
+    transaction that is rolled back when any log was damaged (res.committed False): nothing is stored."""
     if gfwhere_cmd == "auto":
         gfwhere_cmd = default_gfwhere_cmd()
     elif isinstance(gfwhere_cmd, str):
         gfwhere_cmd = shlex.split(gfwhere_cmd)
     paths = find_logs(os.path.abspath(logdir))
     if not paths:
-        raise IngestError(f"{logdir}: no mtcprof logs (*.mtclog) found; was the run traced with MTCPROF_DIR={logdir}?")
+        raise IngestError(f"{readable(logdir)}: no mtcprof logs (*.mtclog) found; was the run traced with "
+                          f"MTCPROF_DIR={readable(logdir)}?")
     res = IngestResult()
-    res_warn = warn
+    log_warning: dict = {}     # path -> (message, path, offset): a log read twice (another run's) warns once
 
     def warn_(msg, path=None, offset=None):
         res.warnings.append(msg)
         res.details.append((msg, path, offset))
-        res_warn(msg)
+        warn(msg)
+
+    def read(path):
+        rows, w = _read(path, max_log_bytes)
+        if w is not None and path not in log_warning:
+            log_warning[path] = w
+            res.bad_logs += 1
+            warn_(*w)
+        return rows
 
     conn = store.connect(db)
     try:
@@ -487,61 +518,93 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
         pending = list(paths)
         labels: dict = {}          # path -> run name, learnt when a log was read for another run
         bar = Progress(len(paths), "ingest", progress)
-        while pending:
-            first = pending[0]
-            cur_run = labels.get(first)
-            later, writer = [], None
-            n_warn0 = len(res.details)
-            conn.execute("PRAGMA synchronous = OFF")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for path in pending:
-                    if path in labels and cur_run is not None and labels[path] != cur_run:
-                        later.append(path)
-                        continue
-                    log = _read(path, warn_, res)
-                    if log is None:
-                        bar.update()
-                        continue
-                    name = run or log.proc.get("run") or default_run
-                    if cur_run is None:
-                        cur_run = name
-                    if name != cur_run:
-                        labels[path] = name
-                        later.append(path)
-                        continue
-                    if writer is None:
-                        rid = store.get_or_create_run(conn, cur_run, "trace",
-                                                      {"log_dir": os.path.abspath(logdir)})
-                        writer = _RunWriter(conn, rid)
-                    writer.add(path, log)
-                    bar.update()
-                if writer is not None:
-                    writer.flush()
-                    counts = {"logs_added": writer.added, "logs_skipped": writer.skipped,
-                              "file_access": writer.n_fa, "ops": writer.n_ops}
-                    if writer.added:
-                        counts["tasks"] = build_tasks(conn, writer.run_id)
-                        fill_sizes(conn, writer.run_id)
-                    fill_replicas(conn, writer.run_id, gfwhere_cmd, warn_)
-                    fill_task_io(conn, writer.run_id)
-                    conn.executemany(
-                        "INSERT INTO ingest_warnings (run_id, log_path, offset, message) SELECT ?, ?, ?, ? WHERE NOT "
-                        "EXISTS (SELECT 1 FROM ingest_warnings WHERE run_id = ? AND message = ?)",
-                        [(writer.run_id, w[1], w[2], w[0], writer.run_id, w[0]) for w in res.details[n_warn0:]])
-                    res.runs[cur_run] = counts
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
+        conn.execute("PRAGMA synchronous = OFF")
+        try:
+            if strict:
+                conn.execute("BEGIN IMMEDIATE")
+            while pending:
+                pending = _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, default_run,
+                                          logdir, gfwhere_cmd, bar, own_transaction=not strict)
+            if strict:
+                if res.bad_logs:
                     conn.execute("ROLLBACK")
-                raise
-            finally:
-                conn.execute("PRAGMA synchronous = NORMAL")
-            pending = later
+                    res.committed = False
+                else:
+                    conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            conn.execute("PRAGMA synchronous = NORMAL")
         bar.done()
     finally:
         conn.close()
     return res
+
+
+def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, default_run, logdir, gfwhere_cmd,
+                    bar, own_transaction: bool) -> list:
+    """Ingest the logs of the run of pending[0] (one transaction unless the caller holds one); returns the logs
+    that belong to other runs."""
+    cur_run = labels.get(pending[0])
+    later, writer, stored = [], None, []     # stored: warnings kept with this run
+    n_warn0 = len(res.details)
+    if own_transaction:
+        conn.execute("BEGIN IMMEDIATE")
+    try:
+        for path in pending:
+            if path in labels and cur_run is not None and labels[path] != cur_run:
+                later.append(path)
+                continue
+            log = read(path)
+            if log is None:
+                if path in log_warning:
+                    stored.append(log_warning[path])
+                bar.update()
+                continue
+            name = run or log.proc.get("run") or default_run
+            if cur_run is None:
+                cur_run = name
+            if name != cur_run:
+                labels[path] = name
+                later.append(path)
+                continue
+            if writer is None:
+                rid = store.get_or_create_run(conn, cur_run, "trace", {"log_dir": os.path.abspath(logdir)})
+                writer = _RunWriter(conn, rid)
+            writer.add(path, log)
+            if path in log_warning:
+                stored.append(log_warning[path])
+            bar.update()
+        if writer is not None:
+            writer.flush()
+            counts = {"logs_added": writer.added, "logs_skipped": writer.skipped,
+                      "file_access": writer.n_fa, "ops": writer.n_ops}
+            nproc, nfiles, nops, example = writer.dropped
+            if nproc:
+                counts["dropped"] = {"processes": nproc, "files": nfiles, "ops": nops}
+                warn_(f"{nproc} processes dropped records beyond the shim's limits: {nfiles:,} files (over "
+                      f"65,536 per process) and {nops:,} ops (over MTCPROF_TRACE_MAX): their bytes, counts and "
+                      f"times are missing from the run's numbers (e.g. {readable(example)})", example, None)
+            if writer.added:
+                counts["tasks"] = build_tasks(conn, writer.run_id)
+                fill_sizes(conn, writer.run_id)
+            fill_replicas(conn, writer.run_id, gfwhere_cmd, warn_)
+            fill_task_io(conn, writer.run_id)
+            stored += [d for d in res.details[n_warn0:] if d[1] not in log_warning]   # run-level warnings
+            conn.executemany(
+                "INSERT INTO ingest_warnings (run_id, log_path, offset, message) SELECT ?, ?, ?, ? WHERE NOT "
+                "EXISTS (SELECT 1 FROM ingest_warnings WHERE run_id = ? AND message = ?)",
+                [(writer.run_id, db_text(p), off, db_text(m), writer.run_id, db_text(m)) for m, p, off in stored])
+            res.runs[cur_run] = counts
+        if own_transaction:
+            conn.execute("COMMIT")
+    except BaseException:
+        if own_transaction and conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return later
 
 
 class LogRows:
@@ -553,10 +616,19 @@ class LogRows:
         self.proc, self.files, self.ops, self.complete, self.error = proc, files, ops, complete, error
 
 
-def read_rows(path: str) -> tuple["LogRows | None", "lf.LogError | None"]:
-    """Fast path (db/fastlog.py) for complete logs, the reference reader (valid prefix + error) otherwise."""
-    with open(path, "rb", buffering=0) as fh:
-        buf = fh.read()
+def _bins(h) -> list:
+    """A size histogram as NB bins: a log with fewer bins (another shim version) is padded with zeros; more bins
+    are folded into the last, open-ended one."""
+    h = list(h)
+    if len(h) == NB:
+        return h
+    return h[:NB - 1] + [sum(h[NB - 1:])] if len(h) > NB else h + [0] * (NB - len(h))
+
+
+def read_rows(path: str, max_log_bytes: int = MAX_LOG_BYTES) -> tuple["LogRows | None", "lf.LogError | None"]:
+    """Fast path (db/fastlog.py) for complete logs, the reference reader (valid prefix + error) otherwise.
+    OSError (lf.NotALogFile for a symlink, FIFO, device or oversized file) when the file cannot be read."""
+    buf = lf.read_bytes(path, max_log_bytes)
     pr = fastlog.parse(buf)
     if pr is not None:
         return LogRows(fastlog.proc_dict(pr), pr.files, pr.ops, True, None), None
@@ -565,28 +637,40 @@ def read_rows(path: str) -> tuple["LogRows | None", "lf.LogError | None"]:
         log.error = lf.LogError("incomplete log", len(buf), path)
     if not log.process or "pid" not in log.process or "start_ns" not in log.process:
         return None, log.error
+    # counters a log of another shim version lacks are 0 (the reference reader accepts other counts)
     files = [(f["id"], _flag_int(f["flags"]), f["path"],
-              [f[c] for c in lf.COUNTERS] + list(f["hist_read"]) + list(f["hist_write"])) for f in log.files]
-    ops = [(len(log.ops), np.ascontiguousarray(log.ops, dtype=lf.OP_DTYPE).tobytes())] if len(log.ops) else []
-    err = str(log.error) if log.error is not None else None
+              [f.get(c, 0) for c in lf.COUNTERS] + _bins(f["hist_read"]) + _bins(f["hist_write"])) for f in log.files]
+    ops = []
+    if getattr(log, "ops_raw", None) is None:
+        if len(log.ops):
+            ops.append((len(log.ops), np.ascontiguousarray(log.ops, dtype=lf.OP_DTYPE).tobytes()))
+    else:
+        for bo, raw in log.ops_raw:
+            if bo != "<":       # stored little-endian
+                raw = np.frombuffer(raw, dtype=lf.op_dtype(bo)).astype(lf.OP_DTYPE).tobytes()
+            if raw:
+                ops.append((len(raw) // lf.OP_SIZE, raw))
+    err = f"{log.error.reason} at byte offset {log.error.offset}" if log.error is not None else None
     return LogRows(log.process, files, ops, log.complete, err), log.error
 
 
-def _read(path: str, warn, res: IngestResult):
+def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES):
+    """(rows or None, None or the log's one warning (message, path, offset)).  Messages never quote the file's
+    content (it may be any binary), only the reader's reason and the offset."""
+    shown = readable(path)
     try:
-        rows, err = read_rows(path)
+        rows, err = read_rows(path, max_log_bytes)
     except OSError as e:
-        res.bad_logs += 1
-        warn(f"{path}: cannot read ({e.strerror or e}); skipped", path, 0)
-        return None
-    if err is not None:
-        res.bad_logs += 1
-        if rows is None:
-            warn(f"{path}: {err.reason} at byte offset {err.offset}; no process record, skipped", path, err.offset)
-        else:
-            warn(f"{path}: {err.reason} at byte offset {err.offset}; its valid records before it were kept",
-                 path, err.offset)
-    return rows
+        return None, (f"{shown}: cannot read ({readable(e.strerror or type(e).__name__)}); skipped", path, 0)
+    except Exception as e:     # a reader bug must not lose the run: the log is skipped, the reason named
+        return None, (f"{shown}: unreadable log (internal reader error {type(e).__name__}); skipped", path, 0)
+    if err is None:
+        return rows, None
+    if rows is None:
+        return None, (f"{shown}: {err.reason} at byte offset {err.offset}; no process record, skipped", path,
+                      err.offset)
+    return rows, (f"{shown}: {err.reason} at byte offset {err.offset}; its valid records before it were kept", path,
+                  err.offset)
 
 
 # ---- CLI -----------------------------------------------------------------------------------------------------------
@@ -595,7 +679,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("logdir", metavar="LOGDIR", help="folder with the run's *.mtclog files (searched recursively)")
     p.add_argument("--db", required=True, help="SQLite store (created if missing)")
     p.add_argument("--run", help="run name (default: the logs' MTCPROF_RUN, else the folder's name)")
-    p.add_argument("--strict", action="store_true", help="exit non-zero when any log is truncated or corrupt")
+    p.add_argument("--strict", action="store_true",
+                   help="store nothing and exit 1 when any log is truncated, corrupt or unreadable")
     p.add_argument("--gfwhere-cmd", default="auto",
                    help="command that prints replica hosts, e.g. \"mtcbed exec mtc-node1 -- gfwhere\" "
                         "(default: gfwhere when Gfarm is configured; 'none' to skip)")
@@ -610,12 +695,14 @@ def main(args: argparse.Namespace) -> int:
     except (IngestError, store.StoreError) as e:
         print(f"mtcprof ingest: {e}", file=sys.stderr)
         return 2
+    if not res.committed:
+        print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings); --strict: nothing stored",
+              file=sys.stderr)
+        return 1
     for name, c in res.runs.items():
-        print(f"run {name}: {c['logs_added']} logs added ({c['logs_skipped']} already present), "
+        print(f"run {readable(name)}: {c['logs_added']} logs added ({c['logs_skipped']} already present), "
               f"{c.get('tasks', 'unchanged')} tasks, {c['file_access']} file records, {c['ops']} ops",
               file=sys.stderr)
     if res.bad_logs:
         print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings)", file=sys.stderr)
-        if args.strict:
-            return 1
     return 0

@@ -19,10 +19,81 @@ from importlib import resources
 from typing import Any, Callable, Iterable
 
 SCHEMA_VERSION = 2
+PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700     # traces reveal users' paths and argv: new dbs and outputs are private
 
 
 class StoreError(RuntimeError):
     """A db that cannot be used as asked (newer schema, read-only file, not a db ...)."""
+
+
+# ---- names: paths and labels are bytes ---------------------------------------------------------------------------
+# In Python a name is a str decoded with surrogateescape (as os.listdir gives it): the exact bytes come back with
+# os.fsencode.  In the db a name that is valid UTF-8 (and has no NUL) is TEXT as usual; any other name is stored as
+# a BLOB of its exact bytes (SQLite columns take either), so nothing is lost and ordinary names are unchanged.
+
+def db_text(s):
+    """A name for the db: the str itself when it is plain UTF-8 text, else a BLOB (bytes) of its exact bytes."""
+    if s is None or (s.isascii() and "\0" not in s):
+        return s
+    if "\0" not in s:
+        try:
+            s.encode("utf-8")
+            return s
+        except UnicodeEncodeError:
+            pass
+    return s.encode("utf-8", "surrogateescape")
+
+
+def text_of(v):
+    """A name read from the db -> str (surrogateescape for the bytes of a BLOB: os.fsencode gives them back)."""
+    return v.decode("utf-8", "surrogateescape") if isinstance(v, (bytes, bytearray)) else v
+
+
+_UNREADABLE = None
+
+
+def readable(s):
+    """A name as shown to people: undecodable bytes as \\xNN, control characters as \\xNN (\\n, \\t ...); plain
+    names unchanged.  For display only: two different names may look alike."""
+    global _UNREADABLE
+    if isinstance(s, (bytes, bytearray)):
+        s = s.decode("utf-8", "surrogateescape")
+    if not isinstance(s, str):
+        return s
+    if _UNREADABLE is None:
+        import re
+        _UNREADABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+    if _UNREADABLE.search(s) is None:
+        return s
+    return _UNREADABLE.sub(lambda m: "\\x%02x" % (ord(m.group()) & 0xFF), s)
+
+
+# ---- private outputs -----------------------------------------------------------------------------------------------
+
+def write_private(path: str, data: bytes | str) -> None:
+    """Write a whole output file atomically, mode 0600: a temp file beside it, renamed over it.  A folder at `path`
+    is refused (IsADirectoryError) before anything is written; the temp file never stays behind."""
+    import tempfile
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "is a folder, not a file name", path)
+    d, base = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + base + ".", suffix=".tmp", dir=d)   # mkstemp: 0600, O_EXCL
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def private_dir(path: str) -> None:
+    """Create an output folder (and missing parents) mode 0700; an existing folder is left as it is."""
+    os.makedirs(path, mode=PRIVATE_DIR, exist_ok=True)
 
 
 def schema_sql() -> str:
@@ -81,6 +152,8 @@ def connect(path: str | os.PathLike, *, readonly: bool = False, timeout: float =
         d = os.path.dirname(os.path.abspath(path))
         if not exists and not os.path.isdir(d):
             raise StoreError(f"{path}: folder {d} does not exist")
+        if not exists:
+            _create_private(path)
         conn = sqlite3.connect(path, timeout=timeout)
     conn.row_factory = sqlite3.Row
     try:
@@ -112,6 +185,14 @@ def connect(path: str | os.PathLike, *, readonly: bool = False, timeout: float =
     except BaseException:
         conn.close()
         raise
+
+
+def _create_private(path: str) -> None:
+    """A new db file is made 0600 before SQLite opens it: SQLite gives its -wal and -shm files the db's mode."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE))
+    except FileExistsError:
+        pass                # created meanwhile by another writer: theirs
 
 
 def _uri_quote(p: str) -> str:
@@ -174,18 +255,18 @@ def _statements(sql: str) -> list[str]:
 def get_or_create_run(conn: sqlite3.Connection, name: str, kind: str, meta: dict | None = None) -> int:
     """Id of run `name`, created (with kind and meta) when missing.  A run of the other kind is an error."""
     conn.execute("INSERT INTO runs (name, kind, created, meta) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
-                 (name, kind, time.time(), json.dumps(meta, sort_keys=True) if meta is not None else None))
-    row = conn.execute("SELECT id, kind FROM runs WHERE name = ?", (name,)).fetchone()
+                 (db_text(name), kind, time.time(), json.dumps(meta, sort_keys=True) if meta is not None else None))
+    row = conn.execute("SELECT id, kind FROM runs WHERE name = ?", (db_text(name),)).fetchone()
     if row["kind"] != kind:
-        raise StoreError(f"run {name!r} exists as a {row['kind']} run, not a {kind} run")
+        raise StoreError(f"run {readable(name)!r} exists as a {row['kind']} run, not a {kind} run")
     return row["id"]
 
 
 def run_id(conn: sqlite3.Connection, name: str) -> int:
-    row = conn.execute("SELECT id FROM runs WHERE name = ?", (name,)).fetchone()
+    row = conn.execute("SELECT id FROM runs WHERE name = ?", (db_text(name),)).fetchone()
     if row is None:
-        names = [r[0] for r in conn.execute("SELECT name FROM runs ORDER BY id")]
-        raise StoreError(f"no run named {name!r} (runs: {', '.join(names) or 'none'})")
+        names = [readable(r[0]) for r in conn.execute("SELECT name FROM runs ORDER BY id")]
+        raise StoreError(f"no run named {readable(name)!r} (runs: {', '.join(names) or 'none'})")
     return row[0]
 
 
@@ -240,7 +321,7 @@ def add_prediction(conn: sqlite3.Connection, *, stage: str, variant: str, predic
         cur = conn.execute(
             "INSERT INTO predictions (run_id, stage, envelope_run_id, variant, N, C, D, D_N, alpha, inputs, "
             "predicted_s, terms, bottleneck, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (rid, stage, eid, variant, N, C, D, D_N, alpha, json.dumps(inputs or {}, sort_keys=True),
+            (rid, db_text(stage), eid, variant, N, C, D, D_N, alpha, json.dumps(inputs or {}, sort_keys=True),
              predicted_s, json.dumps(terms or {}, sort_keys=True), bottleneck, time.time()))
     return cur.lastrowid
 
