@@ -1,4 +1,4 @@
-"""The workflow model: per-stage parameters of the prediction formulas (DESIGN.md section 4), as YAML.
+"""The workflow model: per-stage parameters of the prediction formulas, as YAML.
 
 ONE schema, ONE loader: `mtcprof model` writes it (db/model.py), `mtcpredict` reads it with `load()`.
 
@@ -51,16 +51,28 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
         envelope: {read_file_size: INT?, write_file_size: INT?, shared_file_size: INT?}?
                                        # file sizes to look the envelope up at (default: the means above)
 Unknown keys are an error (typos must not silently fall back to defaults), except under `x-*` names.
+Also refused: duplicate keys, hosts > tasks, explicit tags other than YAML's plain ones.
+
+load() reads untrusted files within bounds (MAX_BYTES, MAX_DEPTH, MAX_NODES counted with aliases expanded, so a
+"billion laughs" document is refused after reading it once) and raises only ModelError, whose message names the
+file, the line and the field: "wf.yaml: line 12: stages[0].read.alpha: must be <= 1, got 1.5".
 """
 from __future__ import annotations
 
 import math
+import os
+import re
+import stat
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import yaml
 
 SCHEMA_VERSION = 1
+MAX_BYTES = 4 << 20          # ~2,500 stages; larger files are refused unread
+MAX_DEPTH = 64               # nesting of mappings and sequences (the schema needs 5)
+MAX_NODES = 200_000          # nodes of the document with every alias expanded
+INT_MAX = (1 << 63) - 1      # what SQLite and the predictor's arithmetic hold exactly
 
 
 class ModelError(ValueError):
@@ -169,17 +181,27 @@ _FRACTIONS = {"alpha", "alpha_files", "local_fraction"}
 _POSITIVE_INT = {"tasks", "hosts"}
 
 
+def _show(v) -> str:
+    """A value for an error message: short, one line, never the repr of a whole (possibly huge) structure."""
+    if isinstance(v, (dict, list)):
+        return f"a {'mapping' if isinstance(v, dict) else 'list'}"
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _num(v, where: str, *, integer=False, optional=False, lo=0.0, hi=None):
     if v is None:
         if optional:
             return None
         raise ModelError(f"{where}: required, got null")
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ModelError(f"{where}: must be a number, got {v!r}")
+        raise ModelError(f"{where}: must be a number, got {_show(v)}")
     if isinstance(v, float) and not math.isfinite(v):
         if optional and math.isnan(v):
             return None
         raise ModelError(f"{where}: must be finite, got {v!r}")
+    if abs(v) > INT_MAX:
+        raise ModelError(f"{where}: must be below 2**63, got {_show(v)}")
     if integer:
         if isinstance(v, float) and v != int(v):
             raise ModelError(f"{where}: must be a whole number, got {v!r}")
@@ -193,7 +215,7 @@ def _num(v, where: str, *, integer=False, optional=False, lo=0.0, hi=None):
 
 def _build(cls, data, where: str):
     if not isinstance(data, dict):
-        raise ModelError(f"{where}: must be a mapping, got {type(data).__name__}")
+        raise ModelError(f"{where}: must be a mapping, got {_show(data)}")
     names = {f.name: f for f in fields(cls)}
     unknown = [k for k in data if k not in names and not str(k).startswith("x-")]
     if unknown:
@@ -218,7 +240,7 @@ def _build(cls, data, where: str):
                 kw[name] = _build(sub[base], v, w)
         elif base == "str":
             if not isinstance(v, str) or not v:
-                raise ModelError(f"{w}: must be a non-empty string, got {v!r}")
+                raise ModelError(f"{w}: must be a non-empty string, got {_show(v)}")
             kw[name] = v
         elif base in ("int", "float"):
             kw[name] = _num(v, w, integer=base == "int", optional=optional,
@@ -228,6 +250,9 @@ def _build(cls, data, where: str):
     obj = cls(**kw)
     if cls is Dist and not (obj.min <= obj.mean <= obj.max):
         raise ModelError(f"{where}: needs min <= mean <= max, got {obj.min} / {obj.mean} / {obj.max}")
+    if cls is Stage and obj.hosts > obj.tasks:
+        raise ModelError(f"{where}.hosts: {obj.hosts} hosts for {obj.tasks} tasks (a stage runs on at most "
+                         f"one host per task)")
     return obj
 
 
@@ -238,16 +263,16 @@ def from_dict(data: Any, source: str = "<workflow>") -> Workflow:
     ver = data.get("mtcio_workflow")
     if ver is None:
         raise ModelError(f"{source}: mtcio_workflow: required field missing (schema version, {SCHEMA_VERSION})")
-    if ver != SCHEMA_VERSION:
-        raise ModelError(f"{source}: mtcio_workflow: schema version {ver!r} not supported (this mtcio reads "
-                         f"{SCHEMA_VERSION})")
+    if isinstance(ver, bool) or not isinstance(ver, int) or ver != SCHEMA_VERSION:
+        raise ModelError(f"{source}: mtcio_workflow: schema version {_show(ver)} not supported (this mtcio "
+                         f"reads {SCHEMA_VERSION})")
     known = {"mtcio_workflow", "run", "source", "envelope", "stages"}
     unknown = [k for k in data if k not in known and not str(k).startswith("x-")]
     if unknown:
         raise ModelError(f"{source}: {unknown[0]}: unknown field (known: {', '.join(sorted(known))})")
     stages = data.get("stages")
     if not isinstance(stages, list) or not stages:
-        raise ModelError(f"{source}: stages: must be a non-empty list")
+        raise ModelError(f"{source}: stages: must be a non-empty list, got {_show(stages)}")
     out = [_build(Stage, s, f"stages[{i}]") for i, s in enumerate(stages)]
     seen = set()
     for i, s in enumerate(out):
@@ -263,19 +288,188 @@ def from_dict(data: Any, source: str = "<workflow>") -> Workflow:
     return Workflow(stages=out, run=run, source=data.get("source"), envelope=data.get("envelope"))
 
 
-def load(path: str) -> Workflow:
+# ---- bounded loading -----------------------------------------------------------------------------------------------
+
+class _Limit(Exception):
+    """A bound of the document was passed (carries the line)."""
+
+    def __init__(self, message: str, mark=None):
+        super().__init__(message)
+        self.line = mark.line + 1 if mark is not None else None
+
+
+_PLAIN_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with bounded nesting, no duplicate keys, timestamps kept as their text, and number scalars that
+    fail to convert reported with their line (PyYAML raises ValueError/AttributeError for `!!float x`)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Limit(f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_object(self, node, deep=False):
+        if node.tag not in _PLAIN_TAGS and not node.tag.startswith("tag:yaml.org,2002:merge"):
+            raise _Limit(f"tag {_show(node.tag)} not allowed (plain YAML only)", node.start_mark)
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, AttributeError, OverflowError) as e:
+            if isinstance(e, yaml.YAMLError):
+                raise
+            raise _Limit(f"value {_show(getattr(node, 'value', ''))} is not a valid "
+                         f"{node.tag.rsplit(':', 1)[-1]}", node.start_mark) from None
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                dup = key in seen
+            except TypeError:            # a list or mapping as key
+                raise _Limit("a key must be a plain value", key_node.start_mark) from None
+            if dup:
+                raise _Limit(f"duplicate key {_show(key)}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_timestamp(self, node):
+        return self.construct_scalar(node)          # the text, as written (source.created is a string)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+
+
+def _expanded_size(root) -> int:
+    """Nodes of the document with aliases expanded, counted once per distinct node (memoized); refuses cycles
+    and anything past MAX_NODES without ever building the expansion."""
+    size: dict = {}
+    active = set()
+
+    def walk(node):
+        k = id(node)
+        if k in size:
+            return size[k]
+        if k in active:
+            raise _Limit("an alias refers to the node that contains it", node.start_mark)
+        active.add(k)
+        n = 1
+        if isinstance(node, yaml.SequenceNode):
+            n += sum(walk(c) for c in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            n += sum(walk(kn) + walk(vn) for kn, vn in node.value)
+        active.discard(k)
+        if n > MAX_NODES:
+            raise _Limit(f"the document expands to more than {MAX_NODES:,} values (aliases)", node.start_mark)
+        size[k] = n
+        return n
+
+    return walk(root)
+
+
+def _field_lines(root) -> dict:
+    """'stages[1].read.alpha' -> line, in the notation of the validation messages (each node visited once)."""
+    lines: dict = {}
+    seen = set()
+
+    def walk(node, where):
+        lines.setdefault(where, node.start_mark.line + 1)
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            for i, c in enumerate(node.value):
+                walk(c, f"{where}[{i}]")
+        elif isinstance(node, yaml.MappingNode):
+            for kn, vn in node.value:
+                if isinstance(kn, yaml.ScalarNode):
+                    lines.setdefault(f"{where}.{kn.value}" if where else kn.value, kn.start_mark.line + 1)
+                    walk(vn, f"{where}.{kn.value}" if where else kn.value)
+
+    walk(root, "")
+    return lines
+
+
+def _line_of(message: str, lines: dict) -> int | None:
+    """Line of the field a validation message starts with, or of its nearest enclosing field."""
+    m = re.match(r"([A-Za-z0-9_\-\[\].]+):", message)
+    where = m.group(1) if m else ""
+    while where:
+        if where in lines:
+            return lines[where]
+        where = re.sub(r"(\.[^.\[\]]*|\[\d+\])$", "", where) if re.search(r"[.\[]", where) else ""
+    return lines.get("")
+
+
+def _read_text(path: str) -> str:
     try:
-        with open(path) as fh:
-            data = yaml.safe_load(fh)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise ModelError(f"{path}: cannot read ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ModelError(f"{path}: not a regular file")
+        if st.st_size > MAX_BYTES:
+            raise ModelError(f"{path}: {st.st_size:,} bytes, larger than a workflow model may be "
+                             f"({MAX_BYTES:,})")
+        raw = b""
+        while len(raw) <= MAX_BYTES:
+            chunk = os.read(fd, MAX_BYTES + 1 - len(raw))
+            if not chunk:
+                break
+            raw += chunk
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read ({e.strerror})") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_BYTES:
+        raise ModelError(f"{path}: larger than a workflow model may be ({MAX_BYTES:,} bytes)")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise ModelError(f"{path}: line {line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset "
+                         f"{e.start})") from None
+
+
+def load(path: str) -> Workflow:
+    """Read and validate a workflow model file; ModelError naming the file, line and field on any problem."""
+    text = _read_text(path)
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            raise ModelError(f"{path}: empty document (a workflow model is a mapping with 'mtcio_workflow' "
+                             f"and 'stages')")
+        _expanded_size(root)
+        data = loader.construct_document(root)
+    except _Limit as e:
+        raise ModelError(f"{path}: " + (f"line {e.line}: " if e.line else "") + str(e)) from None
     except yaml.YAMLError as e:
-        raise ModelError(f"{path}: not valid YAML ({e})") from None
+        raise ModelError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
+    except RecursionError:
+        raise ModelError(f"{path}: nested too deeply") from None
+    finally:
+        loader.dispose()
     try:
         return from_dict(data, path)
     except ModelError as e:
         msg = str(e)
-        raise ModelError(msg if msg.startswith(path) else f"{path}: {msg}") from None
+        msg = msg[len(path) + 2:] if msg.startswith(path + ": ") else msg
+        line = _line_of(msg, _field_lines(root))
+        raise ModelError(f"{path}: " + (f"line {line}: " if line else "") + msg) from None
 
 
 def to_dict(wf: Workflow) -> dict:
