@@ -126,5 +126,6 @@ def _not_yet(name: str) -> int:
     return 2
 
 
-def mtcpredict() -> int:
-    return _not_yet("mtcpredict")
+def mtcpredict(argv=None) -> int:
+    from mtcio.predictor.cli import main
+    return main(argv)

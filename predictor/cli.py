@@ -1,0 +1,275 @@
+"""mtcpredict: predict each workflow stage's I/O time from the MTC envelope (round-based model)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+EPILOG = """\
+variants:
+  faithful  equations (1)-(3) as the seed writes them: C = hosts, ceil(N/C) rounds, T and B as the
+            roofline (T at the envelope's smallest size, B at its largest) at concurrency C
+  refined   slots = hosts x procs per host, the last partial round, envelope values at the stage's real
+            file size and concurrency, real metadata counts, re-reads, several files per task, tiny
+            shared headers metadata-bound, the I/O concurrency seen in the trace (--refine picks)
+  calibrated  (with --calibrate) the refined model corrected by a regression of its past errors,
+            judged by leave-one-run-out cross-validation
+
+examples:
+  mtcpredict montage_example/montage.yaml
+  mtcpredict workflow.yaml --envelope mtc.db:bed4 --validate mtc.db:montage1 --out report/
+  mtcpredict workflow.yaml --what-if hosts=2,4,8 alpha=0.6,1.0
+  mtcpredict workflow.yaml --variant refined --refine=-io_overlap,-metadata --json
+
+exit codes: 0 ok, 1 failed, 2 bad input (workflow, envelope, options), 130 interrupted
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mtcpredict", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="Predict each stage's I/O time (read, write, metadata) of a workflow model from a measured MTC "
+                    "envelope, attribute it to its bottleneck, and optionally validate it against a traced run.")
+    p.add_argument("workflow", metavar="WORKFLOW.yaml", help="workflow model (`mtcprof model` writes one)")
+    p.add_argument("--envelope", metavar="DB[:NAME]|FILE.yaml|FILE.csv",
+                   help="envelope to predict from: a db (its latest envelope run, or NAME), or an `mtcenvelope "
+                        "export` file (default: the envelope shipped with mtcio, measured on a 4-host testbed)")
+    p.add_argument("--variant", choices=("faithful", "refined", "all"), default="all",
+                   help="model variant(s) to report (default all)")
+    p.add_argument("--refine", metavar="LIST", default="all",
+                   help="refinements of the refined variant: all (default), none, a list "
+                        "(slots,partial_round,size_lookup,files,reread,metadata,small_files,io_overlap) "
+                        "or all but some (-io_overlap,-metadata)")
+    p.add_argument("--validate", metavar="DB[:RUN[,RUN..]]",
+                   help="compare with traced run(s) in DB (several runs: repeats, their spread is the noise floor); "
+                        "stores predictions and validations in DB")
+    p.add_argument("--calibrate", action="store_true",
+                   help="add the 'calibrated' variant: the refined model corrected by a regression of the errors of "
+                        "the other runs validated in the --validate db (needs >= 2 of them)")
+    p.add_argument("--what-if", nargs="+", metavar="KEY=V,..",
+                   help="re-predict with hosts=N,.. procs=P,.. alpha=A,.. size=xF|BYTES,.. tasks=xF|N,.. "
+                        "(every combination)")
+    p.add_argument("--out", metavar="DIR", help="write prediction.json, PNG maps and report.html into DIR")
+    p.add_argument("--json", action="store_true", help="print everything as JSON on stdout instead of the table")
+    p.add_argument("--bootstrap", type=int, default=100, metavar="N",
+                   help="envelope resamples for the 90%% intervals (default 100; 0: no intervals)")
+    p.add_argument("--files", choices=("auto", "gfarm", "all"), default="auto",
+                   help="with --validate: which traced files count (as `mtcprof model --files`)")
+    p.add_argument("--version", action="version", version=f"mtcpredict {_version()}")
+    return p
+
+
+def _version():
+    try:
+        from importlib.metadata import version
+        return version("mtcio")
+    except Exception:  # noqa: BLE001 - a source tree without metadata
+        return "unknown"
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("mtcpredict: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+
+
+def _fail(msg, code=2):
+    print(f"mtcpredict: {msg}", file=sys.stderr)
+    return code
+
+
+def _run(a) -> int:
+    from mtcio.db.workflow_model import ModelError, load
+
+    from . import envelope_source, predict, whatif
+    from .surface import EnvelopeError, EnvelopeSurface
+    if a.bootstrap < 0:
+        return _fail("--bootstrap must be >= 0")
+    try:
+        refine = predict.parse_refine(a.refine)
+        axes = whatif.parse(a.what_if) if a.what_if else None
+    except ValueError as e:
+        return _fail(str(e))
+    if a.calibrate and not a.validate:
+        return _fail("--calibrate needs --validate DB:RUN (the db holding the past validations)")
+    try:
+        wf = load(a.workflow)
+    except ModelError as e:
+        return _fail(str(e))
+    try:
+        env = envelope_source.load(a.envelope)
+    except envelope_source.EnvelopeSourceError as e:
+        return _fail(str(e))
+    surface = EnvelopeSurface().fit(env.points)
+    if not surface.grids:
+        return _fail(f"envelope {env.origin}: no ok point")
+    if env.origin == "shipped":
+        prov = env.meta.get("provenance", {})
+        print(f"mtcpredict: no --envelope given: using the envelope shipped with mtcio ({prov.get('testbed', '?')}, "
+              f"measured {prov.get('started', '?')[:10]}); measure your own with `mtcenvelope measure`",
+              file=sys.stderr)
+
+    measured, runs = {}, []
+    if a.validate:
+        from . import measured as ms
+        try:
+            measured, runs = _measure_all(ms, a.validate, a.files, wf)
+        except ms.ValidationError as e:
+            return _fail(str(e))
+    variants = ("faithful", "refined") if a.variant == "all" else (a.variant,)
+    io_k = {n: m["io_concurrency"] for n, m in measured.items() if m.get("io_concurrency")}
+    try:
+        preds = predict.predict_workflow(wf, surface, variants, refine, io_k, bootstrap=a.bootstrap)
+    except EnvelopeError as e:
+        return _fail(f"envelope {env.origin}: {e}")
+    calib = None
+    if a.calibrate:
+        from . import calibrate
+        calib = calibrate.run(a.validate.rsplit(":", 1)[0] if not os.path.exists(a.validate) else a.validate,
+                              runs, env.run, preds)
+    result = _result(wf, env, preds, measured, runs, calib)
+    if axes:
+        result["what_if"] = whatif.run(wf, surface, axes, refine)
+    warnings = _warnings(preds, surface)
+    result["warnings"] = warnings
+    if a.validate:
+        _store(a, result, preds, measured, runs, env, calib)
+    if a.out:
+        try:
+            _write_out(a.out, result, wf, surface, preds, measured)
+        except OSError as e:
+            return _fail(f"--out {a.out}: {e.strerror or e}", 1)
+    if a.json:
+        json.dump(result, sys.stdout, indent=1, default=_jsonable)
+        print()
+    else:
+        from .table import render
+        print(render(result))
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
+    if a.out:
+        print(f"mtcpredict: report in {os.path.join(a.out, 'report.html')}", file=sys.stderr)
+    return 0
+
+
+def _warnings(preds, surface):
+    """One line per metric looked up outside its measured range, and one per host-count substitution."""
+    out, hosts = {}, set()
+    for p in preds:
+        for lk in p.lookups.values():
+            if "not " in lk["note"] and "hosts" in lk["note"]:
+                h, _ = surface.grid_for(lk["metric"], lk["hosts"])
+                hosts.add((lk["hosts"], h))
+            if lk["source"] == "extrapolated":
+                out.setdefault(lk["metric"], set()).add((lk["size"], lk["k"]))
+    lines = []
+    for m, pts in sorted(out.items()):
+        _, g = surface.grid_for(m, None)
+        at = ", ".join(f"{_size(s) + ' ' if m != 'Tm' else ''}k={k:g}" for s, k in sorted(pts)[:6])
+        more = f" and {len(pts) - 6} more" if len(pts) > 6 else ""
+        sizes = f"sizes {_size(g.sizes[0])}-{_size(g.sizes[-1])}, " if m != "Tm" else ""
+        lines.append(f"{m} extrapolated at {at}{more} (measured: {sizes}concurrency {g.ks[0]}-{g.ks[-1]})")
+    for want, got in sorted(hosts):
+        lines.append(f"stages on {want} hosts looked up in the envelope's {got}-host points at the same concurrency")
+    return lines
+
+
+def _size(n):
+    from .surface import _fmt_size
+    return _fmt_size(n)
+
+
+def _measure_all(ms, spec, files, wf):
+    db, runs = ms.parse_spec(spec)
+    names = runs.split(",") if runs else [None]
+    slots = {s.name: (s.procs_per_host or 1) for s in wf.stages}
+    per_run = [ms.measure(db, r, files, slots) for r in names]
+    names = [m.pop("_run") for m in per_run]
+    out = {}
+    for st in wf.stages:
+        vals = [m[st.name] for m in per_run if st.name in m]
+        if not vals:
+            continue
+        ms_vals = [v["measured_s"] for v in vals]
+        mean = sum(ms_vals) / len(ms_vals)
+        first = dict(vals[0])
+        first["measured_s"] = mean
+        first["repeats"] = ms_vals
+        first["noise"] = (max(ms_vals) - min(ms_vals)) / mean if len(ms_vals) > 1 and mean else None
+        ks = [v["io_concurrency"] for v in vals if v.get("io_concurrency")]
+        first["io_concurrency"] = sum(ks) / len(ks) if ks else None
+        out[st.name] = first
+    return out, names
+
+
+def _result(wf, env, preds, measured, runs, calib):
+    rows = []
+    for p in preds:
+        d = p.to_dict()
+        m = measured.get(p.stage)
+        if m:
+            d["measured_s"] = m["measured_s"]
+            d["error_pct"] = 100 * (p.total_s - m["measured_s"]) / m["measured_s"] if m["measured_s"] else None
+            d["noise_pct"] = 100 * m["noise"] if m.get("noise") is not None else None
+        rows.append(d)
+    if calib:
+        rows.extend(calib.get("rows", []))
+    return {"workflow": wf.run or None, "envelope": {"name": env.name, "origin": env.origin,
+                                                      "provenance": env.meta.get("provenance")},
+            "validated_runs": runs, "predictions": rows, "measured": measured,
+            "calibration": {k: v for k, v in (calib or {}).items() if k != "rows"} or None}
+
+
+def _store(a, result, preds, measured, runs, env, calib):
+    """predictions + validations rows in the --validate db, one set per variant and stage."""
+    from mtcio.db import store
+
+    from . import measured as ms
+    db, _ = ms.parse_spec(a.validate)
+    conn = store.connect(db)
+    try:
+        env_run = env.run if (env.db and os.path.samefile(env.db, db)) else None
+        for d in result["predictions"]:
+            m = measured.get(d["stage"])
+            pid = store.add_prediction(
+                conn, stage=d["stage"], variant=d["variant"], predicted_s=d["total_s"], run=runs[0],
+                envelope_run=env_run, N=d["N"], C=d["C"], D=d["D"], D_N=d["D_N"], alpha=d["alpha"],
+                inputs={"envelope": env.origin, "slots": d["slots"], "k": d["k"], "rounds": d["rounds"],
+                        "lookups": d.get("lookups"), "refine": d.get("refine"), "interval": d.get("interval"),
+                        "runs": runs},
+                terms=d["terms"], bottleneck=d["dominant"])
+            if m:
+                store.add_validation(conn, pid, m["measured_s"],
+                                     source=f"max over hosts of per-slot traced I/O time; runs {','.join(runs)}"
+                                            + (f"; noise {m['noise']:.3f}" if m.get("noise") is not None else ""))
+    finally:
+        conn.close()
+
+
+def _write_out(out, result, wf, surface, preds, measured):
+    os.makedirs(out, mode=0o700, exist_ok=True)
+    from .report import write_report
+    write_report(out, result, wf, surface, preds, measured)
+    path = os.path.join(out, "prediction.json")
+    with open(path + ".tmp", "w") as fh:
+        json.dump(result, fh, indent=1, default=_jsonable)
+    os.replace(path + ".tmp", path)
+
+
+def _jsonable(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    return str(o)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

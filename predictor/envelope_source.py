@@ -1,0 +1,139 @@
+"""Where the predictor's envelope comes from: `--envelope DB[:NAME] | FILE.yaml | FILE.csv`, or the one shipped.
+
+The rows are those of `mtcio.envelope.load()` (envelope/README.md, "Export format"), read here with the
+standard library alone so that `mtcpredict`'s terminal table starts without pandas.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sqlite3
+from dataclasses import dataclass, field
+
+SHIPPED = os.path.join(os.path.dirname(__file__), "data", "envelope-testbed4.yaml")
+FORMAT = "mtcio-envelope"
+
+
+class EnvelopeSourceError(ValueError):
+    """The envelope named on the command line cannot be read."""
+
+
+@dataclass
+class EnvelopeData:
+    name: str
+    origin: str               # what to show: the db/file it came from, or "shipped"
+    points: list
+    meta: dict = field(default_factory=dict)
+    run: str | None = None    # envelope run name in a db (for predictions rows)
+    db: str | None = None
+
+
+def _is_sqlite(path):
+    with open(path, "rb") as f:
+        return f.read(16) == b"SQLite format 3\x00"
+
+
+def load(spec: str | None) -> EnvelopeData:
+    if spec is None:
+        d = _yaml(SHIPPED)
+        d.origin = "shipped"
+        return d
+    path, name = spec, None
+    if not os.path.exists(path) and ":" in spec:
+        path, name = spec.rsplit(":", 1)
+    if not os.path.exists(path):
+        raise EnvelopeSourceError(f"envelope {spec}: no such file")
+    if os.path.isdir(path):
+        raise EnvelopeSourceError(f"envelope {path}: is a directory")
+    try:
+        if _is_sqlite(path):
+            return _db(path, name)
+        if name:
+            raise EnvelopeSourceError(f"envelope {spec}: a run name can follow only a db (DB:NAME)")
+        if path.lower().endswith(".csv"):
+            return _csv(path)
+        return _yaml(path)
+    except OSError as e:
+        raise EnvelopeSourceError(f"envelope {path}: cannot read ({e.strerror})") from None
+
+
+def _db(path, name):
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        runs = conn.execute("SELECT id, name, meta FROM runs WHERE kind = 'envelope' ORDER BY id").fetchall()
+    except sqlite3.DatabaseError as e:
+        raise EnvelopeSourceError(f"envelope {path}: not a readable mtcio db ({e})") from None
+    if not runs:
+        raise EnvelopeSourceError(f"envelope {path}: no envelope run in this db")
+    if name is None:
+        rid, name, meta = runs[-1]
+    else:
+        match = [r for r in runs if r[1] == name]
+        if not match:
+            raise EnvelopeSourceError(f"envelope {path}: no envelope run {name!r} (runs: "
+                                      f"{', '.join(r[1] for r in runs)})")
+        rid, name, meta = match[0]
+    cols = ("metric", "file_size", "procs_per_host", "hosts", "value", "unit", "repeat", "tool", "config", "ok",
+            "error")
+    rows = conn.execute(f"SELECT {', '.join(cols)} FROM envelope_points WHERE run_id = ?", (rid,)).fetchall()
+    conn.close()
+    pts = [dict(zip(cols, r)) for r in rows]
+    for p in pts:
+        p["ok"] = bool(p["ok"])
+    return EnvelopeData(name, f"{path}:{name}", pts, json.loads(meta) if meta else {}, run=name, db=path)
+
+
+def _yaml(path):
+    import yaml
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        with open(path) as fh:
+            doc = yaml.load(fh, Loader=loader)
+    except yaml.YAMLError as e:
+        raise EnvelopeSourceError(f"envelope {path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    except UnicodeDecodeError:
+        raise EnvelopeSourceError(f"envelope {path}: not a text file") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise EnvelopeSourceError(f"envelope {path}: not an mtcio envelope export (format: {FORMAT} missing)")
+    pts = doc.get("points")
+    if not isinstance(pts, list):
+        raise EnvelopeSourceError(f"envelope {path}: points: must be a list")
+    return EnvelopeData(str(doc.get("run") or os.path.basename(path)), path, [_check(p, path, i) for i, p in
+                                                                              enumerate(pts)], doc.get("meta") or {})
+
+
+def _csv(path):
+    with open(path, newline="") as fh:
+        rd = csv.DictReader(fh)
+        pts = []
+        for i, r in enumerate(rd):
+            try:
+                r["value"] = float(r["value"]) if r.get("value") not in (None, "") else None
+                r["ok"] = str(r.get("ok", "")).strip().lower() in ("1", "true", "yes")
+            except (ValueError, AttributeError):
+                raise EnvelopeSourceError(f"envelope {path}: row {i + 2}: value {r.get('value')!r} is not a "
+                                          f"number") from None
+            pts.append(_check(r, path, i + 2))
+    if not pts:
+        raise EnvelopeSourceError(f"envelope {path}: no points")
+    return EnvelopeData(str(pts[0].get("run") or os.path.basename(path)), path, pts)
+
+
+def _check(p, path, i):
+    if not isinstance(p, dict):
+        raise EnvelopeSourceError(f"envelope {path}: point {i}: must be a mapping")
+    try:
+        out = {"metric": str(p["metric"]), "file_size": int(p["file_size"]), "hosts": int(p["hosts"]),
+               "procs_per_host": int(p["procs_per_host"]), "value": p.get("value"), "ok": bool(p.get("ok", True)),
+               "repeat": int(p.get("repeat") or 0), "tool": p.get("tool")}
+    except (KeyError, TypeError, ValueError) as e:
+        raise EnvelopeSourceError(f"envelope {path}: point {i}: {type(e).__name__}: {e}") from None
+    if out["hosts"] < 1 or out["procs_per_host"] < 1 or out["file_size"] < 0:
+        raise EnvelopeSourceError(f"envelope {path}: point {i}: hosts/procs must be >= 1, size >= 0")
+    if out["value"] is not None:
+        try:
+            out["value"] = float(out["value"])
+        except (TypeError, ValueError):
+            raise EnvelopeSourceError(f"envelope {path}: point {i}: value {out['value']!r} is not a number") from None
+    return out

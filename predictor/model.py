@@ -1,0 +1,295 @@
+"""Predict one workflow stage's I/O time from an envelope surface: the faithful model and the refined one.
+
+    p = predict_stage(stage, surface, "faithful")            # equations (1)-(3) as the seed writes them
+    p = predict_stage(stage, surface, "refined")             # every refinement on
+    p = predict_stage(stage, surface, "refined", refine={"slots", "size_lookup"})   # some of them
+
+Both predict the I/O time of one execution slot (a slot runs one task at a time; the seed's slot is a
+node): rounds x the I/O time of a task in a round. predictor/README.md documents every term.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import formulas
+from .surface import BANDWIDTH_OF, EnvelopeSurface
+
+REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap")
+VARIANTS = ("faithful", "refined")
+TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
+# term -> (throughput metric, what it is)
+TERM_METRIC = {"read_local": "T1L", "read_remote": "T1R", "read_shared": "TN", "write": "TL", "meta": "Tm"}
+TERM_LABEL = {"meta": "metadata", "read_local": "local read", "read_remote": "remote read",
+              "read_shared": "N-to-1 read", "write": "write"}
+
+
+@dataclass
+class StagePrediction:
+    stage: str
+    variant: str
+    N: int
+    C: int
+    slots: int               # concurrent tasks the rounds are made of
+    k: float                 # I/O concurrency the envelope was looked up at
+    rounds: int
+    D: float                 # bytes read per task (1-to-1) as charged
+    D_write: float
+    D_N: float
+    alpha: float
+    terms: dict              # term -> seconds of the whole stage (per slot)
+    bounds: dict             # term -> 'metadata' | 'op throughput' | 'bandwidth'
+    lookups: dict            # name -> {metric, size, k, hosts, value, source, note}
+    notes: list = field(default_factory=list)
+    write_bound: str | None = None      # faithful: which of equations (1)/(2) was applied
+    interval: tuple | None = None       # 90% interval of total_s (bootstrap)
+    refine: tuple = ()
+
+    @property
+    def read_s(self):
+        return self.terms["read_local"] + self.terms["read_remote"] + self.terms["read_shared"]
+
+    @property
+    def write_s(self):
+        return self.terms["write"]
+
+    @property
+    def meta_s(self):
+        return self.terms["meta"]
+
+    @property
+    def total_s(self):
+        return sum(self.terms.values())
+
+    @property
+    def dominant(self) -> str:
+        """The largest term, named by class and bound, e.g. 'remote read / bandwidth'."""
+        if self.total_s <= 0:
+            return "none"
+        t = max(self.terms, key=self.terms.get)
+        return TERM_LABEL[t] if t == "meta" else f"{TERM_LABEL[t]} / {self.bounds.get(t, '?')}"
+
+    def shares(self) -> dict:
+        tot = self.total_s
+        return {t: (v / tot if tot else 0.0) for t, v in self.terms.items()}
+
+    def to_dict(self) -> dict:
+        return {"stage": self.stage, "variant": self.variant, "N": self.N, "C": self.C, "slots": self.slots,
+                "k": self.k, "rounds": self.rounds, "D": self.D, "D_write": self.D_write, "D_N": self.D_N,
+                "alpha": self.alpha, "read_s": self.read_s, "write_s": self.write_s, "meta_s": self.meta_s,
+                "total_s": self.total_s, "terms": dict(self.terms), "shares": self.shares(),
+                "bounds": dict(self.bounds), "dominant": self.dominant, "write_bound": self.write_bound,
+                "interval": list(self.interval) if self.interval else None, "refine": list(self.refine),
+                "lookups": self.lookups, "notes": list(self.notes)}
+
+
+class _Env:
+    """Envelope look-ups for one stage, recorded with their sources."""
+
+    def __init__(self, surface: EnvelopeSurface, hosts: int, clamp_small: bool):
+        self.s, self.hosts, self.clamp, self.used = surface, hosts, clamp_small, {}
+
+    def get(self, metric, size, k):
+        lk = self.s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
+        name = f"{metric}@{_size(size) if metric != 'Tm' else '-'},k={k:g}"
+        self.used[name] = {"metric": metric, "size": size, "k": k, "hosts": self.hosts, "value": lk.value,
+                           "source": lk.source, "note": lk.note}
+        return lk.value
+
+    def smallest(self, metric):
+        return self.s.grid_for(metric, self.hosts)[1].sizes[0]
+
+    def largest(self, metric):
+        return self.s.grid_for(metric, self.hosts)[1].sizes[-1]
+
+    def roofline(self, t_metric, k):
+        """(T ceiling, B ceiling): T at the smallest measured size, B at the largest, at concurrency k."""
+        b_metric = BANDWIDTH_OF[t_metric]
+        return self.get(t_metric, self.smallest(t_metric), k), self.get(b_metric, self.largest(b_metric), k)
+
+
+def _needed(stage) -> dict:
+    """term -> True when the stage has that kind of I/O."""
+    r, sh, w = stage.read, stage.shared, stage.write
+    return {"read": (r.bytes_per_task.mean > 0 or r.files_per_task > 0),
+            "shared": sh.files > 0 and (sh.bytes > 0 or sh.bytes_read_per_task > 0),
+            "write": (w.bytes_per_task.mean > 0 or w.files_per_task > 0)}
+
+
+def required_metrics(stage) -> set:
+    need = _needed(stage)
+    out = {"Tm"} if (need["write"] or stage.metadata.ops_per_task or stage.metadata.creates_per_task) else set()
+    if need["read"]:
+        a = 1.0 if stage.read.alpha is None else stage.read.alpha
+        out |= ({"T1L", "B1L"} if a > 0 else set()) | ({"T1R", "B1R"} if a < 1 else set())
+    if need["shared"]:
+        out |= {"TN", "BN"}
+    if need["write"]:
+        out |= {"TL", "BL"}
+    return out
+
+
+def predict_stage(stage, surface: EnvelopeSurface, variant: str = "refined", refine=None,
+                  io_concurrency: float | None = None) -> StagePrediction:
+    if variant == "faithful":
+        return _faithful(stage, surface)
+    if variant != "refined":
+        raise ValueError(f"unknown variant {variant!r} (one of {', '.join(VARIANTS)})")
+    return _refined(stage, surface, set(REFINEMENTS if refine is None else refine), io_concurrency)
+
+
+def _alpha(stage, notes):
+    if stage.read.alpha is None:
+        if _needed(stage)["read"]:
+            notes.append("α unknown (replicas not resolved): taken as 1.0, every 1-to-1 read local")
+        return 1.0
+    return stage.read.alpha
+
+
+def _faithful(stage, surface) -> StagePrediction:
+    """Equations (1)-(3): C = hosts, ⌈N/C⌉ rounds, T and B as the roofline at concurrency C."""
+    N, C, notes = stage.tasks, stage.hosts, []
+    env = _Env(surface, C, clamp_small=True)
+    need = _needed(stage)
+    alpha = _alpha(stage, notes)
+    r, w = stage.read, stage.write
+    D = (r.file_size.mean * r.files_per_task) if (r.file_size and r.files_per_task) else r.bytes_per_task.mean
+    D_N = float(stage.shared.bytes) if need["shared"] else 0.0
+    D_w = w.bytes_per_task.mean
+    terms = dict.fromkeys(TERMS, 0.0)
+    bounds, write_bound = {}, None
+    R = formulas.rounds(N, C)
+    if need["write"]:
+        Tm = env.get("Tm", 0, C)
+        TL, BL = env.roofline("TL", C)
+        t1 = formulas.write_bandwidth_bound(N, C, D_w, Tm, BL)
+        t2 = formulas.write_throughput_bound(N, C, Tm, TL)
+        write_bound = "bandwidth (1)" if t1 >= t2 else "throughput (2)"
+        per_round, _ = formulas.write_terms(C, D_w, Tm, TL, BL)
+        terms["meta"], terms["write"] = R * per_round["meta"], R * per_round["write"]
+        assert abs(terms["meta"] + terms["write"] - max(t1, t2)) <= 1e-9 * max(t1, t2, 1e-300)
+        bounds["write"] = "bandwidth" if t1 >= t2 else "op throughput"
+        bounds["meta"] = "metadata"
+    if need["read"] or need["shared"]:
+        vals = {"T1L": None, "B1L": None, "T1R": None, "B1R": None, "TN": None, "BN": None}
+        if need["read"] and alpha > 0:
+            vals["T1L"], vals["B1L"] = env.roofline("T1L", C)
+        if need["read"] and alpha < 1:
+            vals["T1R"], vals["B1R"] = env.roofline("T1R", C)
+        if need["shared"]:
+            vals["TN"], vals["BN"] = env.roofline("TN", C)
+        Dr = D if need["read"] else 0.0
+        a = alpha if need["read"] else 1.0
+        if need["read"]:
+            per = formulas.read_terms(C, a, Dr, D_N, **vals)
+        else:  # only the N-to-1 term of (3)
+            per = {"local": 0.0, "remote": 0.0, "shared": max(C / vals["TN"], C * D_N / vals["BN"])}
+        for term, key, t_m in (("read_local", "local", "T1L"), ("read_remote", "remote", "T1R"),
+                               ("read_shared", "shared", "TN")):
+            terms[term] = R * per[key]
+            if per[key]:
+                ops_part = {"local": a * C, "remote": (1 - a) * C, "shared": C}[key] / vals[t_m]
+                bounds[term] = "op throughput" if ops_part >= per[key] * (1 - 1e-12) else "bandwidth"
+        if need["read"]:
+            total = formulas.read_time(N, C, a, Dr, D_N, **vals)
+            assert abs(total - (terms["read_local"] + terms["read_remote"] + terms["read_shared"])) <= 1e-9 * max(total, 1e-300)
+    return StagePrediction(stage.name, "faithful", N, C, C, C, R, D, D_w, D_N, alpha, terms, bounds, env.used,
+                           notes, write_bound)
+
+
+def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
+    N, C, notes = stage.tasks, stage.hosts, []
+    p = (stage.procs_per_host or 1) if "slots" in on else 1
+    S = C * p
+    k = float(S)
+    if "io_overlap" in on:
+        kio = io_concurrency if io_concurrency is not None else getattr(stage, "io_concurrency", None)
+        if kio is None:
+            notes.append(f"I/O concurrency unknown (no trace overlap in the model): taken as the {S} slots")
+        else:
+            k = max(1.0, min(float(kio), float(S)))
+            notes.append(f"I/O concurrency {k:.3g} from the trace's overlap of I/O intervals ({S} slots)")
+    env = _Env(surface, C, clamp_small="small_files" in on)
+    need = _needed(stage)
+    alpha = _alpha(stage, notes)
+    r, sh, w, md = stage.read, stage.shared, stage.write, stage.metadata
+
+    # per-task operations (count, bytes per op) by term
+    def split(total_bytes, nfiles):
+        if "files" in on and nfiles > 0:
+            return nfiles, total_bytes / nfiles
+        return (1.0, total_bytes) if (total_bytes > 0 or nfiles > 0) else (0.0, 0.0)
+
+    if "reread" in on or not (r.file_size and r.files_per_task):
+        D = r.bytes_per_task.mean
+    else:
+        D = r.file_size.mean * r.files_per_task
+    D_N = (sh.bytes_read_per_task if "reread" in on else float(sh.bytes)) if need["shared"] else 0.0
+    D_w = w.bytes_per_task.mean
+    ops, size = {}, {}
+    if need["read"]:
+        n, s = split(D, r.files_per_task)
+        ops["read_local"], ops["read_remote"] = alpha * n, (1 - alpha) * n
+        size["read_local"] = size["read_remote"] = s
+    if need["shared"]:
+        ops["read_shared"], size["read_shared"] = split(D_N, sh.files)
+    if need["write"]:
+        ops["write"], size["write"] = split(D_w, w.files_per_task)
+    if "metadata" in on:
+        data_opens = sum(ops.values())
+        extra = max(0.0, (md.ops_per_task or 0.0) - data_opens) + max(0.0, md.creates_per_task - ops.get("write", 0.0))
+        if extra > 0:
+            ops["meta"], size["meta"] = extra, 0
+    ops = {t: n for t, n in ops.items() if n > 0}
+
+    def rates(kk):
+        out = {}
+        for t in ops:
+            m = TERM_METRIC[t]
+            if m == "Tm":
+                out[t] = env.get("Tm", 0, kk)
+            elif "size_lookup" in on:
+                out[t] = env.get(m, size[t], kk)
+            else:
+                T, B = env.roofline(m, kk)
+                out[t] = 1.0 / max(1.0 / T, size[t] / B)
+        return out
+
+    def round_time(kk):
+        t = formulas.task_io_time(kk, ops, rates(kk))
+        if "metadata" not in on and need["write"]:
+            t["meta"] = t.get("meta", 0.0) + 1.0 / env.get("Tm", 0, kk)   # the seed's one create per round
+        return t
+
+    if "partial_round" in on:
+        full, rem = divmod(N, S)
+        R = full + (1 if rem else 0)
+        parts = [(full, round_time(k))] if full else []
+        if rem:
+            parts.append((1, round_time(min(k, float(rem)))))
+    else:
+        R = formulas.rounds(N, S)
+        parts = [(R, round_time(k))]
+    terms = dict.fromkeys(TERMS, 0.0)
+    for count, t in parts:
+        for term, v in t.items():
+            terms[term] += count * v
+    bounds = {}
+    for t in ops:
+        m = TERM_METRIC[t]
+        if m == "Tm":
+            bounds[t] = "metadata"
+        else:
+            T, B = env.roofline(m, k)
+            bounds[t] = "op throughput" if 1.0 / T >= size[t] / B else "bandwidth"
+    if "metadata" not in on and need["write"]:
+        bounds["meta"] = "metadata"
+    return StagePrediction(stage.name, "refined", N, C, S, k, R, D, D_w, D_N, alpha, terms, bounds, env.used,
+                           notes, None, refine=tuple(x for x in REFINEMENTS if x in on))
+
+
+def _size(n) -> str:
+    n = float(n)
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= f:
+            return f"{n / f:.3g}{unit}"
+    return f"{n:.0f}B"

@@ -1,0 +1,61 @@
+"""Predict every stage of a workflow model under the chosen variants, with 90% intervals.
+
+    preds = predict_workflow(wf, surface, variants=("faithful", "refined"))   # list of StagePrediction
+
+The interval of a stage is the 5th-95th percentile of its prediction over `bootstrap` replicates of
+the envelope (each cell's mean over its repeats resampled with replacement; extrapolated values drawn
+from the regression's posterior).
+"""
+from __future__ import annotations
+
+import random
+
+from .model import REFINEMENTS, predict_stage, required_metrics
+from .surface import EnvelopeError
+
+
+def check_metrics(wf, surface) -> None:
+    """EnvelopeError naming every metric a stage needs that the envelope lacks."""
+    have = surface.metrics()
+    for st in wf.stages:
+        missing = sorted(required_metrics(st) - have)
+        if missing:
+            raise EnvelopeError(f"stage {st.name}: the envelope has no ok point of {', '.join(missing)} "
+                                f"(it has {', '.join(sorted(have)) or 'none'})")
+
+
+def predict_workflow(wf, surface, variants=("faithful", "refined"), refine=None, io_concurrency=None,
+                     bootstrap: int = 100, seed: int = 1) -> list:
+    """io_concurrency: stage name -> k measured from a trace (refined model's io_overlap)."""
+    check_metrics(wf, surface)
+    io_concurrency = io_concurrency or {}
+    out = []
+    for st in wf.stages:
+        for v in variants:
+            out.append(predict_stage(st, surface, v, refine, io_concurrency.get(st.name)))
+    if bootstrap:
+        rng = random.Random(seed)
+        reps = [surface.replicate(rng) for _ in range(bootstrap)]
+        for p in out:
+            st = wf.stage(p.stage)
+            vals = sorted(predict_stage(st, r, p.variant, refine, io_concurrency.get(st.name)).total_s
+                          for r in reps)
+            p.interval = (vals[int(0.05 * (len(vals) - 1))], vals[int(round(0.95 * (len(vals) - 1)))])
+    return out
+
+
+def parse_refine(text: str | None):
+    """'all' | 'none' | 'slots,size_lookup' | '-io_overlap,-metadata' (all but those) -> set."""
+    if text in (None, "", "all"):
+        return set(REFINEMENTS)
+    if text == "none":
+        return set()
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    neg = [x[1:] for x in items if x.startswith("-")]
+    pos = [x for x in items if not x.startswith("-")]
+    bad = [x for x in neg + pos if x not in REFINEMENTS]
+    if bad:
+        raise ValueError(f"--refine: unknown refinement {bad[0]!r} (known: {', '.join(REFINEMENTS)})")
+    if neg and pos:
+        raise ValueError("--refine: either a list of refinements or a list of -exclusions, not both")
+    return set(REFINEMENTS) - set(neg) if neg else set(pos)

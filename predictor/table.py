@@ -1,0 +1,71 @@
+"""The terminal table of a prediction (and of a what-if sweep)."""
+from __future__ import annotations
+
+
+def _s(x):
+    if x is None:
+        return "-"
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 1:
+        return f"{x:.2f}"
+    if x >= 1e-3:
+        return f"{x * 1e3:.1f}m"
+    return f"{x * 1e6:.0f}µ"
+
+
+def _size(n):
+    n = float(n or 0)
+    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= f:
+            return f"{n / f:.3g}{unit}"
+    return f"{n:.0f}"
+
+
+_LEFT = {"stage", "variant", "bound", "what-if"}
+
+
+def _grid(header, rows):
+    w = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)]
+    def fmt(r):  # names left, numbers right
+        return "  ".join(str(c).ljust(w[i]) if header[i] in _LEFT else str(c).rjust(w[i])
+                         for i, c in enumerate(r)).rstrip()
+    return "\n".join([fmt(header), fmt(["-" * x for x in w])] + [fmt(r) for r in rows])
+
+
+def render(result: dict) -> str:
+    validated = any("measured_s" in d for d in result["predictions"])
+    header = ["stage", "variant", "N", "C", "D", "α", "read s", "write s", "meta s", "total s", "90% interval",
+              "bound"]
+    if validated:
+        header += ["measured s", "error %", "noise %"]
+    rows = []
+    for d in result["predictions"]:
+        iv = d.get("interval")
+        r = [d["stage"], d["variant"], d["N"], d["C"] if d["slots"] == d["C"] else f"{d['C']}x{d['slots'] // d['C']}",
+             _size(d["D"] or d.get("D_write")), f"{d['alpha']:.2f}", _s(d["read_s"]), _s(d["write_s"]),
+             _s(d["meta_s"]), _s(d["total_s"]), f"{_s(iv[0])}-{_s(iv[1])}" if iv else "-",
+             d["dominant"] + (f" [{d['write_bound']}]" if d.get("write_bound") else "")]
+        if validated:
+            e = d.get("error_pct")
+            r += [_s(d.get("measured_s")), f"{e:+.1f}" if e is not None else "-",
+                  f"{d['noise_pct']:.1f}" if d.get("noise_pct") is not None else "-"]
+        rows.append(r)
+    env = result["envelope"]
+    lines = [f"envelope: {env['name']} ({env['origin']})"]
+    if result.get("validated_runs"):
+        lines.append(f"validated against: {', '.join(result['validated_runs'])}")
+    lines.append(_grid(header, rows))
+    if validated:
+        lines.append("measured: per host, the tasks' traced I/O time / the host's slots, max over hosts")
+    cal = result.get("calibration")
+    if cal:
+        lines.append(f"calibration: {cal.get('summary', '')}")
+    if result.get("what_if"):
+        lines.append("")
+        lines.append("what-if (refined):")
+        wr = [[r["what_if"], r["stage"], r["N"], r["C"], f"{r['alpha']:.2f}", _s(r["read_s"]), _s(r["write_s"]),
+               _s(r["meta_s"]), _s(r["total_s"]), r["dominant"]] for r in result["what_if"]]
+        lines.append(_grid(["what-if", "stage", "N", "C", "α", "read s", "write s", "meta s", "total s", "bound"],
+                           wr))
+    return "\n".join(lines)

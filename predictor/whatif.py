@@ -1,0 +1,107 @@
+"""`--what-if hosts=2,4,8 alpha=0.6,1.0 size=x2 procs=1,4`: re-predict under changed parameters.
+
+Each KEY=V1,V2,... is one axis; every combination is predicted (refined model) and each stage's total
+and dominant term are reported, so one sees where the bottleneck moves.
+  hosts=N,..   C of every stage (a stage's tasks stay the same)
+  procs=P,..   tasks at once per host
+  alpha=A,..   local fraction of 1-to-1 reads (0..1)
+  size=xF,..   every file size and byte count scaled by F (size=x2 doubles them); a plain number is a
+               size in bytes for every task file (read and write)
+  tasks=xF|N   task count scaled by F or set to N
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+
+from .model import predict_stage
+
+KEYS = ("hosts", "procs", "alpha", "size", "tasks")
+
+
+class WhatIfError(ValueError):
+    pass
+
+
+def parse(items: list[str]) -> list[tuple[str, list]]:
+    axes = []
+    for item in items:
+        key, sep, vals = item.partition("=")
+        key = key.strip()
+        if not sep or key not in KEYS or not vals.strip():
+            raise WhatIfError(f"--what-if {item!r}: expected KEY=V1,V2,... with KEY one of {', '.join(KEYS)}")
+        out = []
+        for v in vals.split(","):
+            v = v.strip()
+            try:
+                if v.startswith("x"):
+                    if key not in ("size", "tasks"):
+                        raise ValueError
+                    f = float(v[1:])
+                    if not f > 0:
+                        raise ValueError
+                    out.append(("x", f))
+                elif key in ("hosts", "procs", "tasks"):
+                    n = int(v)
+                    if n < 1:
+                        raise ValueError
+                    out.append(("=", n))
+                else:
+                    f = float(v)
+                    if key == "alpha" and not 0 <= f <= 1 or key == "size" and not f > 0:
+                        raise ValueError
+                    out.append(("=", f))
+            except ValueError:
+                raise WhatIfError(f"--what-if {key}: bad value {v!r}") from None
+        axes.append((key, out))
+    if len({k for k, _ in axes}) != len(axes):
+        raise WhatIfError("--what-if: a key given twice")
+    return axes
+
+
+def label(combo) -> str:
+    return " ".join(f"{k}={'x' if op == 'x' else ''}{v:g}" for k, (op, v) in combo)
+
+
+def apply(stage, combo):
+    s = copy.deepcopy(stage)
+    for key, (op, v) in combo:
+        if key == "hosts":
+            s.hosts = int(v)
+        elif key == "procs":
+            s.procs_per_host = int(v)
+        elif key == "alpha":
+            s.read.alpha = float(v)
+        elif key == "tasks":
+            s.tasks = max(1, int(round(s.tasks * v))) if op == "x" else int(v)
+        elif key == "size":
+            _scale_sizes(s, v, absolute=op == "=")
+    return s
+
+
+def _scale_sizes(s, v, absolute):
+    def scale(d, per_file_count=1.0):
+        if d is None:
+            return
+        for f in ("min", "mean", "max"):
+            setattr(d, f, v * per_file_count if absolute else getattr(d, f) * v)
+    scale(s.read.bytes_per_task, s.read.files_per_task or 1)
+    scale(s.read.file_size)
+    scale(s.write.bytes_per_task, s.write.files_per_task or 1)
+    scale(s.write.file_size)
+    if not absolute:
+        s.shared.bytes = int(s.shared.bytes * v)
+        s.shared.bytes_read_per_task *= v
+    s.envelope = None
+
+
+def run(wf, surface, axes, refine=None, variant="refined") -> list[dict]:
+    """One row per (combination, stage): label, stage, total_s, read/write/meta, dominant."""
+    rows = []
+    for combo in itertools.product(*[[(k, v) for v in vals] for k, vals in axes]):
+        for st in wf.stages:
+            p = predict_stage(apply(st, combo), surface, variant, refine)
+            rows.append({"what_if": label(combo), "stage": st.name, "N": p.N, "C": p.C, "slots": p.slots,
+                         "alpha": p.alpha, "read_s": p.read_s, "write_s": p.write_s, "meta_s": p.meta_s,
+                         "total_s": p.total_s, "dominant": p.dominant})
+    return rows
