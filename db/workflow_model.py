@@ -447,8 +447,9 @@ def _read_text(path: str) -> str:
 def load(path: str) -> Workflow:
     """Read and validate a workflow model file; ModelError naming the file, line and field on any problem."""
     text = _read_text(path)
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)                  # checks the characters: may raise already
         root = loader.get_single_node()
         if root is None:
             raise ModelError(f"{path}: empty document (a workflow model is a mapping with 'mtcio_workflow' "
@@ -457,12 +458,17 @@ def load(path: str) -> Workflow:
         data = loader.construct_document(root)
     except _Limit as e:
         raise ModelError(f"{path}: " + (f"line {e.line}: " if e.line else "") + str(e)) from None
-    except yaml.YAMLError as e:
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        raise ModelError(f"{path}: " + (f"line {mark.line + 1}: " if mark else "") +
+                         f"not valid YAML ({e.problem or e.context})") from None
+    except yaml.YAMLError as e:       # e.g. a control character (the reader's error has a position, not a mark)
         raise ModelError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
     except RecursionError:
         raise ModelError(f"{path}: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     try:
         return from_dict(data, path)
     except ModelError as e:
