@@ -146,8 +146,9 @@ class _RunWriter:
         self.hosts = {text_of(r[1]): r[0] for r in conn.execute("SELECT id, name FROM hosts")}
         self.files = {text_of(r[1]): r[0] for r in conn.execute("SELECT id, path FROM files WHERE run_id = ?",
                                                                 (run_id,))}
-        self.seen = {(r[0], r[1], r[2]) for r in conn.execute(
-            "SELECT host_id, pid, start_ns FROM processes WHERE run_id = ?", (run_id,))}
+        # (host, pid, start) -> (process id, log complete): one row per process image, whatever logs repeat it
+        self.seen = {(r[0], r[1], r[2]): (r[3], r[4]) for r in conn.execute(
+            "SELECT host_id, pid, start_ns, id, log_complete FROM processes WHERE run_id = ?", (run_id,))}
         self.next_pid = (conn.execute("SELECT max(id) FROM processes").fetchone()[0] or 0) + 1
         self.next_fid = (conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0) + 1
         self.procs, self.fas, self.new_files, self.ops = [], [], [], []
@@ -166,12 +167,15 @@ class _RunWriter:
         host = p.get("host") or os.path.basename(path).split(".")[0]
         hid = self.hosts.get(host) or self.host_id(host)
         key = (hid, p["pid"], p["start_ns"])
-        if key in self.seen:
-            self.skipped += 1
-            return
-        self.seen.add(key)
+        prev = self.seen.get(key)
+        if prev is not None:
+            if not (rec.complete and not prev[1]):
+                self.skipped += 1
+                return
+            self._drop(prev[0])         # the complete log of a process stored from a damaged copy replaces it
         pid = self.next_pid
         self.next_pid += 1
+        self.seen[key] = (pid, rec.complete)
         mounts = p.get("gfarm_mounts") or []
         self.procs.append((
             pid, self.run_id, hid, p["pid"], p["ppid"], p["uid"], p["origin"], p["start_ns"], p["end_ns"],
@@ -207,6 +211,11 @@ class _RunWriter:
         self.added += 1
         if len(self.procs) >= BATCH:
             self.flush()
+
+    def _drop(self, process_id: int) -> None:
+        self.flush()
+        self.conn.execute("UPDATE processes SET chain_prev_id = NULL WHERE chain_prev_id = ?", (process_id,))
+        self.conn.execute("DELETE FROM processes WHERE id = ?", (process_id,))     # its file_access, ops cascade
 
     def flush(self) -> None:
         c = self.conn
@@ -628,7 +637,11 @@ def _bins(h) -> list:
 def read_rows(path: str, max_log_bytes: int = MAX_LOG_BYTES) -> tuple["LogRows | None", "lf.LogError | None"]:
     """Fast path (db/fastlog.py) for complete logs, the reference reader (valid prefix + error) otherwise.
     OSError (lf.NotALogFile for a symlink, FIFO, device or oversized file) when the file cannot be read."""
-    buf = lf.read_bytes(path, max_log_bytes)
+    return rows_from_bytes(lf.read_bytes(path, max_log_bytes), path)
+
+
+def rows_from_bytes(buf: bytes, path: str) -> tuple["LogRows | None", "lf.LogError | None"]:
+    """read_rows on a log's content already in memory."""
     pr = fastlog.parse(buf)
     if pr is not None:
         return LogRows(fastlog.proc_dict(pr), pr.files, pr.ops, True, None), None

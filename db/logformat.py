@@ -192,6 +192,8 @@ def iter_records(buf, path: str | None = None) -> Iterator[tuple]:
     if version not in READABLE_VERSIONS:
         raise LogError("unsupported format version %d (reader knows %s)" % (version, ", ".join(map(str, READABLE_VERSIONS))),
                        8, path)
+    if hsize < HEADER_SIZE or hsize % 8 or hsize > n:
+        raise LogError("bad header size %d" % hsize, 10, path)
     off = hsize
     hdr = struct.Struct(bo + "HHI")
     while off < n:
