@@ -117,6 +117,10 @@ def mtcprof(argv=None) -> int:
 
 
 def mtcenvelope(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv == ["--version"]:          # until envelope/cli.py's parser has the option itself
+        print(f"mtcenvelope (mtcio) {__version__}")
+        return 0
     from mtcio.envelope.cli import main
     return guard("mtcenvelope", main, argv)
 
