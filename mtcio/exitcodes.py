@@ -3,8 +3,9 @@ Python tracebacks away from users.
 
     0    ok
     1    failed: the operation was tried and did not succeed (a measurement, a build, a daemon...)
-    2    bad input: arguments, or a file or db that is missing, unreadable, malformed or of the wrong kind
-    3    state: the operation does not fit the current state (a testbed already up / none up, a run not in the db)
+    2    bad input: arguments, or a file or db that is missing, unreadable, malformed or of the wrong kind, a
+         --run the db does not have
+    3    state: the operation does not fit the current state (a testbed already up / none up)
     4    unknown host
     130  interrupted (Ctrl-C)
 
