@@ -121,6 +121,13 @@ def mtcenvelope(argv=None) -> int:
     if argv == ["--version"]:          # until envelope/cli.py's parser has the option itself
         print(f"mtcenvelope (mtcio) {__version__}")
         return 0
+    opts = argv[:argv.index("--")] if "--" in argv else argv
+    for i, a in enumerate(opts):         # the same --db check as mtcprof's, before sqlite says 'unable to open'
+        db = opts[i + 1] if a == "--db" and i + 1 < len(opts) else a[5:] if a.startswith("--db=") else None
+        if db is not None and "-h" not in opts and "--help" not in opts:
+            bad = _check_db_arg(f"mtcenvelope {opts[0]}" if opts else "mtcenvelope", argparse.Namespace(db=db))
+            if bad is not None:
+                return bad
     from mtcio.envelope.cli import main
     return guard("mtcenvelope", main, argv)
 

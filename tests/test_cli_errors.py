@@ -244,3 +244,10 @@ def test_fast_paths_import_nothing_heavy(traced, call):
     r = subprocess.run([sys.executable, "-c", PROBE.format(call=call), str(logs), log], capture_output=True,
                        text=True)
     assert r.stdout.splitlines()[-1] == "[]", r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("argv", [["list"], ["import", "x.json", "--name", "n"], ["show"], ["export", "-o", "-"]])
+def test_envelope_db_that_is_a_folder(tmp_path, argv):
+    r = sh(os.path.join(BIN, "mtcenvelope"), *argv, "--db", str(tmp_path))
+    assert r.returncode == 2
+    assert one_line(r.stderr) == f"mtcenvelope {argv[0]}: --db {tmp_path} is a folder, not a database file"
