@@ -165,7 +165,7 @@ def _warnings(preds, surface):
     for p in preds:
         for lk in p.lookups.values():
             if "not " in lk["note"] and "hosts" in lk["note"]:
-                h, _ = surface.grid_for(lk["metric"], lk["hosts"])
+                h, _ = surface.grid_for(lk["metric"], lk["hosts"], lk["k"])
                 hosts.add((lk["hosts"], h))
             if lk["source"] == "extrapolated":
                 out.setdefault(lk["metric"], set()).add((lk["size"], lk["k"]))
@@ -255,12 +255,9 @@ def _store(a, result, preds, measured, runs, env, calib):
 
 def _write_out(out, result, wf, surface, preds, measured):
     os.makedirs(out, mode=0o700, exist_ok=True)
-    from .report import write_report
+    from .report import write_private, write_report
     write_report(out, result, wf, surface, preds, measured)
-    path = os.path.join(out, "prediction.json")
-    with open(path + ".tmp", "w") as fh:
-        json.dump(result, fh, indent=1, default=_jsonable)
-    os.replace(path + ".tmp", path)
+    write_private(os.path.join(out, "prediction.json"), json.dumps(result, indent=1, default=_jsonable))
 
 
 def _jsonable(o):

@@ -83,13 +83,24 @@ class EnvelopeSurface:
     def host_counts(self, metric: str) -> list:
         return sorted(h for m, h in self.grids if m == metric)
 
-    def grid_for(self, metric: str, hosts: int | None):
-        """(host count, grid) of a metric: the stage's own host count when measured, else the nearest."""
+    def grid_for(self, metric: str, hosts: int | None, k: float | None = None):
+        """(host count, grid) of a metric: the stage's own host count when measured (and, given k, covering
+        concurrency k), else the nearest host count that covers k, else the nearest one."""
         avail = self.host_counts(metric)
         if not avail:
             raise EnvelopeError(f"the envelope has no ok point of metric {metric} "
                                 f"(has: {', '.join(sorted(self.metrics())) or 'none'})")
-        h = hosts if hosts in avail else min(avail, key=lambda a: (abs(math.log(a / hosts)) if hosts else 0, -a))
+
+        def near(a):
+            return (abs(math.log(a / hosts)) if hosts else 0, -a)
+        if k is not None:
+            k = max(float(k), 1.0)
+            cover = [a for a in avail if self.grids[(metric, a)].ks[0] - 1e-9 <= k <= self.grids[(metric, a)].ks[-1]
+                     + 1e-9]
+            if cover:
+                h = hosts if hosts in cover else min(cover, key=near)
+                return h, self.grids[(metric, h)]
+        h = hosts if hosts in avail else min(avail, key=near)
         return h, self.grids[(metric, h)]
 
     def replicate(self, rng) -> "EnvelopeSurface":
@@ -106,37 +117,41 @@ class EnvelopeSurface:
         """The metric at file size `size` (bytes) and concurrency `k`, on `hosts` hosts when measured."""
         if metric not in THROUGHPUT and metric not in THROUGHPUT_OF:
             raise EnvelopeError(f"unknown envelope metric {metric!r}")
-        h, g = self.grid_for(metric, hosts)
+        h, g = self.grid_for(metric, hosts, k)
         note = "" if hosts in (None, h) else f"measured on {h} hosts, not {hosts}: taken at the same concurrency"
         key = (metric, h)
         if metric == "Tm":
             size = g.sizes[0]                      # creates of empty files: one size
         k = max(float(k), 1.0)
-        if clamp_small and size < g.sizes[0] and metric != "Tm":
-            # metadata-bound below the smallest size: the op rate of the smallest size
-            t_metric = THROUGHPUT_OF.get(metric, metric)
-            lk = self.value(t_metric, g.sizes[0], k, hosts, clamp_small=False)
-            v = lk.value * (size if metric in THROUGHPUT_OF else 1.0)
-            src = "clamped" if lk.source in ("measured", "interpolated") else lk.source
-            why = f"{metric}: {_fmt_size(size)} is below the smallest measured size {_fmt_size(g.sizes[0])}; " \
-                  f"op rate taken there (metadata-bound)"
+        smin, smax = g.sizes[0], g.sizes[-1]
+        if metric != "Tm" and ((clamp_small and size < smin) or size > smax):
+            # below the smallest size an op costs what the smallest one did (metadata-bound: T held);
+            # above the largest, bandwidth stays where the largest transfer put it (B held). B = T x size.
+            edge = smin if size < smin else smax
+            lk = self.value(metric, edge, k, hosts, clamp_small=False)
+            held_t = size < smin
+            is_t = metric in BANDWIDTH_OF
+            v = lk.value * (1.0 if held_t == is_t else (size / edge if held_t else edge / size))
+            if held_t:
+                why = f"{metric}: {_fmt_size(size)} is below the smallest measured size {_fmt_size(smin)}; " \
+                      f"op rate taken there (metadata-bound)"
+                src = "clamped" if lk.source in ("measured", "interpolated") else lk.source
+            else:
+                why = f"{metric}: size {_fmt_size(size)} is {size / smax:.3g}x the largest measured " \
+                      f"{_fmt_size(smax)}; bandwidth held at its value there (bandwidth-bound)"
+                src = "extrapolated"
             return Lookup(v, src, "; ".join(x for x in (why, lk.note) if x))
-        if size > g.sizes[-1] and metric != "Tm":
-            # bandwidth-bound above the largest size: bandwidth held at its value there, ops = bandwidth / size
-            b_metric = BANDWIDTH_OF.get(metric, metric)
-            top = self.grid_for(b_metric, hosts)[1].sizes[-1]
-            lk = self.value(b_metric, top, k, hosts, clamp_small=False)
-            v = lk.value / size if metric in BANDWIDTH_OF else lk.value
-            why = f"{metric}: size {_fmt_size(size)} is {size / top:.3g}x the largest measured {_fmt_size(top)}; " \
-                  f"{b_metric} held at its value there (bandwidth-bound)"
-            return Lookup(v, "extrapolated", "; ".join(x for x in (why, lk.note) if x))
-        inside = g.sizes[0] <= size <= g.sizes[-1] and g.ks[0] <= k <= g.ks[-1]
-        if inside:
-            v = self._bilinear(key, g, size, k)
-            if v is not None:
-                exact = size in g.sizes and k in g.ks
-                return Lookup(v, "measured" if exact else "interpolated", note)
-        v = self._extrapolate(key, g, size, k)
+        k = _snap(k, g.ks)
+        size = size if metric == "Tm" else _snap(size, g.sizes)
+        kc = min(max(k, g.ks[0]), g.ks[-1])
+        edge = self._bilinear(key, g, size, kc) if g.sizes[0] <= size <= g.sizes[-1] else None
+        if edge is not None and kc == k:
+            exact = size in g.sizes and k in g.ks
+            return Lookup(edge, "measured" if exact else "interpolated", note)
+        if edge is not None:   # beyond the measured concurrency: the regression's trend from the grid's edge
+            v = edge * math.exp(self._posterior(key, g, size, k, draw=True) - self._posterior(key, g, size, kc))
+        else:                  # a hole in the grid
+            v = math.exp(self._posterior(key, g, size, k, draw=True))
         return Lookup(v, "extrapolated", "; ".join(x for x in (_how_far(metric, g, size, k), note) if x))
 
     def _bilinear(self, key, g: _Grid, size, k):
@@ -153,7 +168,8 @@ class EnvelopeSurface:
         b = lv(s0, k1) * (1 - fx) + lv(s1, k1) * fx
         return math.exp(a * (1 - fy) + b * fy)
 
-    def _extrapolate(self, key, g: _Grid, size, k):
+    def _posterior(self, key, g: _Grid, size, k, draw=False):
+        """The regression's log value at (size, k); a bootstrap replicate draws it from the posterior."""
         memo = self._gp.setdefault(("posterior", key), {})
         post = memo.get((size, k))
         if post is None:
@@ -163,8 +179,15 @@ class EnvelopeSurface:
             import numpy as np
             mu, sd = gp.predict(np.array([[math.log(max(size, 1)), math.log(k)]]), return_std=True)
             post = memo[(size, k)] = (float(mu[0]), float(sd[0]))
-        mu = post[0] if self._rng is None else self._rng.gauss(*post)   # a replicate draws from the posterior
-        return math.exp(mu)
+        return self._rng.gauss(*post) if (draw and self._rng is not None) else post[0]
+
+
+def _snap(x, xs):
+    """A value within 1e-9 (relative) of a measured one is that one (log-spaced grids land on them)."""
+    for v in xs:
+        if abs(x - v) <= 1e-9 * max(abs(v), 1):
+            return v
+    return x
 
 
 def _fit_gp(means: dict):
@@ -172,11 +195,14 @@ def _fit_gp(means: dict):
     import numpy as np
     from sklearn.gaussian_process import GaussianProcessRegressor
     from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+    import warnings
     X = np.array([[math.log(max(s, 1)), math.log(k)] for s, k in means])   # Tm's size is 0
     y = np.array([math.log(v) for v in means.values()])
     kernel = ConstantKernel(1.0, (1e-3, 1e3)) * RBF([3.0, 1.5], (1e-1, 1e3)) + WhiteKernel(1e-2, (1e-6, 1.0))
     gp = GaussianProcessRegressor(kernel, normalize_y=True, random_state=0)
-    return gp.fit(X, y)
+    with warnings.catch_warnings():      # hyperparameters at a bound on small grids: the fit is still usable
+        warnings.simplefilter("ignore")
+        return gp.fit(X, y)
 
 
 def _bracket(xs, x):
@@ -206,3 +232,73 @@ def _fmt_size(n) -> str:
         if n >= f:
             return f"{n / f:.3g} {unit}"
     return f"{n:.0f} B"
+
+
+def grid_values(surface: EnvelopeSurface, metric: str, sizes, ks, hosts=None, clamp_small=True):
+    """`surface.value` over a whole grid at once (numpy): array [len(ks), len(sizes)] of values.
+
+    Same rules as the scalar look-up, done with arrays so a 64x64 heatmap costs milliseconds; extrapolated
+    cells go to the regression in one batch."""
+    import numpy as np
+    h, g = surface.grid_for(metric, hosts)
+    key = (metric, h)
+    means = surface._means[key]
+    S = np.asarray(sizes, dtype=float)
+    K = np.maximum(np.asarray(ks, dtype=float), 1.0)
+    if metric == "Tm":
+        S = np.full_like(S, g.sizes[0], dtype=float)
+    smin, smax = g.sizes[0], g.sizes[-1]
+    Sc = np.clip(S, smin, smax) if metric != "Tm" else S
+    # scale from the clamped size back to the asked one: T held below smin, B held above smax
+    if metric == "Tm":
+        scale = np.ones_like(S)
+    elif metric in BANDWIDTH_OF:        # throughput: T(smax) * smax / size above the largest size
+        scale = np.where(S > smax, smax / S, 1.0)
+        if not clamp_small:
+            scale = np.where(S < smin, np.nan, scale)
+    else:                               # bandwidth: B(smin) * size / smin below the smallest size
+        scale = np.where(S < smin, S / smin, 1.0)
+        if not clamp_small:
+            scale = np.where(S < smin, np.nan, scale)
+    ls, lk = np.log(np.maximum(np.array(g.sizes, float), 1)), np.log(np.array(g.ks, float))
+    M = np.full((len(g.ks), len(g.sizes)), np.nan)
+    for (s, k), v in means.items():
+        M[g.ks.index(k), g.sizes.index(s)] = math.log(v)
+    x, y = np.log(np.maximum(Sc, 1)), np.log(K)
+    if len(g.sizes) > 1:
+        i = np.clip(np.searchsorted(ls, x, side="right") - 1, 0, len(ls) - 2)
+        fx = np.clip((x - ls[i]) / (ls[i + 1] - ls[i]), 0, 1)
+    else:
+        i, fx = np.zeros(len(x), int), np.zeros(len(x))
+    inside_k = (y >= lk[0] - 1e-9) & (y <= lk[-1] + 1e-9)
+    if len(g.ks) > 1:
+        j = np.clip(np.searchsorted(lk, y, side="right") - 1, 0, len(lk) - 2)
+        fy = np.clip((y - lk[j]) / (lk[j + 1] - lk[j]), 0, 1)
+    else:
+        j, fy = np.zeros(len(y), int), np.zeros(len(y))
+    i1 = np.minimum(i + 1, len(ls) - 1)
+    j1 = np.minimum(j + 1, len(lk) - 1)
+    J, I = np.meshgrid(j, i, indexing="ij")
+    J1, I1 = np.meshgrid(j1, i1, indexing="ij")
+    FY, FX = np.meshgrid(fy, fx, indexing="ij")
+    a = M[J, I] * (1 - FX) + M[J, I1] * FX
+    b = M[J1, I] * (1 - FX) + M[J1, I1] * FX
+    out = a * (1 - FY) + b * FY
+    # out holds the grid's value at the clamped concurrency (edge); beyond it, the regression's trend
+    hole = ~np.isfinite(out)
+    outside = ~inside_k[:, None] & ~hole
+    if hole.any() or outside.any():
+        gp = surface._gp.get(key)
+        if gp is None:
+            gp = surface._gp[key] = _fit_gp({ck: sum(v) / len(v) for ck, v in g.cells.items()})
+        yc = np.clip(y, lk[0], lk[-1])
+        XX = np.broadcast_to(np.log(np.maximum(Sc, 1))[None, :], out.shape)
+        YY = np.broadcast_to(y[:, None], out.shape)
+        YC = np.broadcast_to(yc[:, None], out.shape)
+        if outside.any():
+            mu = gp.predict(np.column_stack([XX[outside], YY[outside]]))
+            mu_edge = gp.predict(np.column_stack([XX[outside], YC[outside]]))
+            out[outside] = out[outside] + mu - mu_edge
+        if hole.any():
+            out[hole] = gp.predict(np.column_stack([XX[hole], YY[hole]]))
+    return np.exp(out) * scale[None, :]

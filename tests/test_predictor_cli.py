@@ -1,0 +1,181 @@
+"""mtcpredict as a user meets it: the shipped envelope and Montage model, JSON, the report, what-if, bad input."""
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MONTAGE = os.path.join(ROOT, "montage_example", "montage.yaml")
+STAGES = ["mProjectPP", "mDiff", "mBackground", "mAdd"]
+
+
+def predict(*args, **kw):
+    return subprocess.run([sys.executable, "-c", "import sys; from mtcio.cli import mtcpredict; sys.exit(mtcpredict())",
+                           *map(str, args)], capture_output=True, text=True, **kw)
+
+
+def test_montage_with_the_shipped_envelope_table():
+    r = predict(MONTAGE)
+    assert r.returncode == 0, r.stderr
+    assert "using the envelope shipped with mtcio" in r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "envelope: testbed4-default (shipped)"
+    rows = [ln.split() for ln in lines[3:]]
+    assert [(x[0], x[1]) for x in rows] == [(s, v) for s in STAGES for v in ("faithful", "refined")]
+    assert [x[2] for x in rows] == ["955", "955", "2770", "2770", "955", "955", "1", "1"]
+    assert "Traceback" not in r.stderr
+
+
+def test_json_and_report(tmp_path):
+    out = tmp_path / "rep"
+    r = predict(MONTAGE, "--json", "--out", out, "--what-if", "hosts=4,8", "alpha=0.5,1")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    preds = res["predictions"]
+    assert len(preds) == 8
+    for d in preds:
+        assert d["total_s"] == pytest.approx(d["read_s"] + d["write_s"] + d["meta_s"])
+        assert d["interval"][0] <= d["total_s"] <= d["interval"][1]
+        assert sum(d["shares"].values()) == pytest.approx(1.0)
+        assert d["lookups"] and all(lk["source"] in ("measured", "interpolated", "clamped", "extrapolated")
+                                    for lk in d["lookups"].values())
+    f = next(d for d in preds if d["stage"] == "mProjectPP" and d["variant"] == "faithful")
+    assert (f["N"], f["C"], f["rounds"], f["alpha"]) == (955, 8, 120, 0.94)
+    assert f["write_bound"] in ("bandwidth (1)", "throughput (2)")
+    assert len(res["what_if"]) == 2 * 2 * len(STAGES)
+    assert {w["what_if"] for w in res["what_if"]} == {"hosts=4 alpha=0.5", "hosts=4 alpha=1", "hosts=8 alpha=0.5",
+                                                      "hosts=8 alpha=1"}
+    names = sorted(os.listdir(out))
+    assert names == ["dominant.png", "envelope.png", "maps.png", "prediction.json", "report.html", "stage_time.png"]
+    for n in names:
+        assert stat.S_IMODE(os.stat(out / n).st_mode) == 0o600, n
+    page = (out / "report.html").read_text()
+    for s in STAGES:
+        assert f"<td class=l>{s}</td>" in page
+    assert page.count("data:image/png;base64,") == 4
+    assert json.loads((out / "prediction.json").read_text())["predictions"] == preds
+
+
+def test_report_renders_in_chromium(tmp_path):
+    chromium = shutil.which("chromium")
+    if not chromium:
+        pytest.skip("chromium is not installed (make setup installs it)")
+    out = tmp_path / "rep"
+    assert predict(MONTAGE, "--out", out, "--bootstrap", "0").returncode == 0
+    # a copy of the page with a probe: each image's decoded width once the page has loaded
+    probe = ("<script>window.onload = () => { document.body.setAttribute('data-probe', "
+             "[...document.images].map(i => i.complete ? i.naturalWidth : -1).join(',')); };</script>")
+    check = out / "check.html"
+    check.write_text((out / "report.html").read_text() + probe)
+    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                        f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom",
+                        check.as_uri()], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "mtcpredict: predicted I/O time per stage" in r.stdout
+    widths = [int(w) for w in r.stdout.split('data-probe="')[1].split('"')[0].split(",")]
+    assert len(widths) == 4 and min(widths) > 300, widths
+
+
+def _write(path, doc):
+    path.write_text(yaml.safe_dump(doc) if not isinstance(doc, str) else doc)
+    return path
+
+
+def _montage_doc():
+    return yaml.safe_load(open(MONTAGE))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["stages"][0]["read"].__setitem__("alpha", 1.5), "stages[0].read.alpha: must be <= 1"),
+    (lambda d: d["stages"][0].__setitem__("hosts", 0), "stages[0].hosts: must be >= 1"),
+    (lambda d: d["stages"][0]["write"]["bytes_per_task"].__setitem__("min", -5), "stages[0].write.bytes_per_task.min"),
+    (lambda d: d.__setitem__("stages", []), "stages: must be a non-empty list"),
+])
+def test_impossible_values_one_line_exit_2_nothing_written(tmp_path, change, message):
+    doc = _montage_doc()
+    change(doc)
+    wf = _write(tmp_path / "wf.yaml", doc)
+    out = tmp_path / "out"
+    r = predict(wf, "--out", out)
+    assert r.returncode == 2
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stdout == "" and not out.exists()
+
+
+def test_malformed_yaml_names_the_line(tmp_path):
+    wf = _write(tmp_path / "bad.yaml", "mtcio_workflow: 1\nstages:\n  - name: a\n    tasks: [1, 2\n")
+    r = predict(wf)
+    assert r.returncode == 2 and "bad.yaml" in r.stderr and "line" in r.stderr and "Traceback" not in r.stderr
+
+
+def _envelope_db(tmp_path, metrics):
+    """A db with one envelope run (through `mtcenvelope import` of an export file)."""
+    env = yaml.safe_load(open(os.path.join(ROOT, "predictor", "data", "envelope-testbed4.yaml")))
+    env["points"] = [p for p in env["points"] if p["metric"] in metrics]
+    env["run"] = "site"
+    f = _write(tmp_path / "env.yaml", env)
+    db = tmp_path / "env.db"
+    r = subprocess.run([sys.executable, "-c", "import sys; from mtcio.cli import mtcenvelope; sys.exit(mtcenvelope())",
+                        "import", str(f), "--db", str(db), "--name", "site"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return f, db
+
+
+def test_envelope_sources_and_errors(tmp_path):
+    f, db = _envelope_db(tmp_path, {"Tm", "TL", "BL", "T1L", "B1L", "T1R", "B1R", "TN", "BN"})
+    by_file = json.loads(predict(MONTAGE, "--envelope", f, "--json", "--bootstrap", "0").stdout)
+    by_db = predict(MONTAGE, "--envelope", f"{db}:site", "--json", "--bootstrap", "0")
+    assert by_db.returncode == 0, by_db.stderr
+    by_db = json.loads(by_db.stdout)
+    assert [d["total_s"] for d in by_db["predictions"]] == pytest.approx([d["total_s"] for d in
+                                                                          by_file["predictions"]], rel=1e-9)
+    r = predict(MONTAGE, "--envelope", f"{db}:nope")
+    assert r.returncode == 2 and "no envelope run 'nope'" in r.stderr and "site" in r.stderr
+    r = predict(MONTAGE, "--envelope", tmp_path / "missing.yaml")
+    assert r.returncode == 2 and "no such file" in r.stderr
+    (tmp_path / "junk.yaml").write_text("just: text\n")
+    r = predict(MONTAGE, "--envelope", tmp_path / "junk.yaml")
+    assert r.returncode == 2 and "not an mtcio envelope export" in r.stderr
+
+
+def test_envelope_lacking_a_metric_is_named(tmp_path):
+    f, _ = _envelope_db(tmp_path, {"Tm", "TL", "BL", "T1L", "B1L", "T1R", "B1R"})
+    r = predict(MONTAGE, "--envelope", f)
+    assert r.returncode == 2
+    assert "stage mProjectPP: the envelope has no ok point of BN, TN" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--what-if", "hosts=0"], "--what-if hosts: bad value '0'"),
+    (["--what-if", "speed=2"], "expected KEY=V1,V2"),
+    (["--what-if", "alpha=1.2"], "--what-if alpha: bad value '1.2'"),
+    (["--refine", "faster"], "unknown refinement 'faster'"),
+    (["--calibrate"], "--calibrate needs --validate"),
+    (["--validate", "/nonexistent.db:run"], "no such db file"),
+])
+def test_bad_options(args, message):
+    r = predict(MONTAGE, *args)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_validate_names_missing_run(tmp_path):
+    db = tmp_path / "t.db"
+    sqlite3.connect(db).close()
+    from mtcio.db import store
+    store.connect(str(db)).close()
+    r = predict(MONTAGE, "--validate", f"{db}:montage1")
+    assert r.returncode == 2 and "no trace run 'montage1'" in r.stderr, r.stderr
+
+
+def test_help_and_version():
+    r = predict("--help")
+    assert r.returncode == 0 and "exit codes: 0 ok" in r.stdout and "faithful" in r.stdout
+    r = predict("--version")
+    assert r.returncode == 0 and r.stdout.startswith("mtcpredict ")

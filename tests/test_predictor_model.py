@@ -1,0 +1,222 @@
+"""The prediction formulas and the envelope surface, on envelopes whose values are chosen by hand."""
+import math
+
+import pytest
+
+from mtcio.db.workflow_model import Dist, Metadata, Read, Shared, Stage, Write
+from mtcio.predictor import formulas
+from mtcio.predictor.model import REFINEMENTS, predict_stage
+from mtcio.predictor.predict import check_metrics, parse_refine, predict_workflow
+from mtcio.predictor.surface import EnvelopeError, EnvelopeSurface, grid_values
+
+KiB, MiB = 1 << 10, 1 << 20
+
+# the seed's case: mProjectPP, N = 955, C = 8, D = 4.2 MB; envelope values chosen for hand arithmetic
+N, C, D = 955, 8, 4.2e6
+Tm, TL, BL = 1000.0, 100.0, 4e8
+T1L, B1L, T1R, B1R, TN, BN = 200.0, 5e8, 100.0, 2e8, 2000.0, 1e9
+
+
+def test_rounds():
+    assert formulas.rounds(955, 8) == 120          # 119 full rounds and one of 3 tasks
+    assert formulas.rounds(16, 8) == 2
+    assert formulas.rounds(3, 8) == 1
+    with pytest.raises(ValueError):
+        formulas.rounds(3, 0)
+
+
+def test_seed_write_equations_by_hand():
+    # (1): 120 * (1/1000 + 8 * 4.2e6 / 4e8) = 120 * 0.085
+    assert formulas.write_bandwidth_bound(N, C, D, Tm, BL) == pytest.approx(10.2, rel=1e-12)
+    # (2): 120 * (1/1000 + 8/100) = 120 * 0.081
+    assert formulas.write_throughput_bound(N, C, Tm, TL) == pytest.approx(9.72, rel=1e-12)
+    terms, bound = formulas.write_terms(C, D, Tm, TL, BL)
+    assert bound == "bandwidth" and terms == {"meta": 0.001, "write": pytest.approx(0.084)}
+    # N a multiple of C, and C > N (one round, still charged for C ops: the equation as written)
+    assert formulas.write_throughput_bound(16, 8, Tm, TL) == pytest.approx(2 * 0.081)
+    assert formulas.write_throughput_bound(3, 8, Tm, TL) == pytest.approx(0.081)
+
+
+def test_seed_read_equation_by_hand():
+    Din, D_N, a = 2.1e6, 300, 0.94
+    local = max(a * C / T1L, C * a * Din / B1L)           # 0.0376 (throughput-bound)
+    remote = max((1 - a) * C / T1R, C * (1 - a) * Din / B1R)   # 0.00504 (bandwidth-bound)
+    shared = max(C / TN, C * D_N / BN)                     # 0.004 (a 300-byte header: throughput-bound)
+    assert (local, remote, shared) == pytest.approx((0.0376, 0.00504, 0.004))
+    got = formulas.read_time(N, C, a, Din, D_N, T1L, B1L, T1R, B1R, TN, BN)
+    assert got == pytest.approx(120 * 0.04664, rel=1e-12)
+    # no shared input: the third term is absent
+    assert formulas.read_time(N, C, 1.0, Din, 0, T1L, B1L, None, None, None, None) == \
+        pytest.approx(120 * max(C / T1L, C * Din / B1L))
+
+
+def _pts(metric, table, hosts=8, ppn=1, repeats=(1.0,)):
+    """Points from {size: value} (value per repeat scaled by the factors in `repeats`)."""
+    return [{"metric": metric, "file_size": s, "hosts": hosts, "procs_per_host": ppn, "value": v * f, "ok": True,
+             "repeat": r} for s, v in table.items() for r, f in enumerate(repeats)]
+
+
+def seed_envelope():
+    """One concurrency (8 hosts x 1): T at 1 KiB and B at 16 MiB are the roofline the faithful model reads."""
+    pts = _pts("Tm", {0: Tm})
+    for t, b, tv, bv in (("TL", "BL", TL, BL), ("T1L", "B1L", T1L, B1L), ("T1R", "B1R", T1R, B1R),
+                         ("TN", "BN", TN, BN)):
+        pts += _pts(t, {KiB: tv, 16 * MiB: bv / (16 * MiB)})
+        pts += _pts(b, {KiB: tv * KiB, 16 * MiB: bv})
+    return EnvelopeSurface().fit(pts)
+
+
+def seed_stage(**kw):
+    st = Stage(name="mProjectPP", tasks=N, hosts=C, procs_per_host=1,
+               read=Read(bytes_per_task=Dist(2.1e6, 2.1e6, 2.1e6), files_per_task=1,
+                         file_size=Dist(2.1e6, 2.1e6, 2.1e6), alpha=0.94),
+               shared=Shared(files=1, bytes=300, bytes_read_per_task=300),
+               write=Write(bytes_per_task=Dist(D, D, D), files_per_task=1, file_size=Dist(D, D, D)),
+               metadata=Metadata(ops_per_task=3, creates_per_task=1))
+    for k, v in kw.items():
+        setattr(st, k, v)
+    return st
+
+
+def test_faithful_stage_is_the_equations():
+    p = predict_stage(seed_stage(), seed_envelope(), "faithful")
+    assert p.rounds == 120 and p.slots == 8
+    assert p.meta_s + p.write_s == pytest.approx(max(10.2, 9.72), rel=1e-9)
+    assert p.write_bound == "bandwidth (1)"
+    assert p.read_s == pytest.approx(120 * 0.04664, rel=1e-9)
+    assert p.bounds == {"write": "bandwidth", "meta": "metadata", "read_local": "op throughput",
+                        "read_remote": "bandwidth", "read_shared": "op throughput"}
+    assert p.dominant == "write / bandwidth"
+    assert {lk["source"] for lk in p.lookups.values()} == {"measured"}
+    # a throughput-bound write: (2) applied and reported
+    small = seed_stage(write=Write(bytes_per_task=Dist(1e5, 1e5, 1e5), files_per_task=1))
+    q = predict_stage(small, seed_envelope(), "faithful")
+    assert q.write_bound == "throughput (2)" and q.meta_s + q.write_s == pytest.approx(9.72)
+
+
+def sqrt_envelope(hosts=2):
+    """T(k) = 10 * sqrt(k) ops/s at every size (B = T x size), Tm(k) = 100 k; k = 1, 2, 4."""
+    pts = []
+    for ppn in (1, 2):
+        for h in (1, 2):
+            k = h * ppn
+            for t, b in (("TL", "BL"), ("T1L", "B1L"), ("T1R", "B1R"), ("TN", "BN")):
+                pts += _pts(t, {KiB: 10 * math.sqrt(k), MiB: 10 * math.sqrt(k)}, h, ppn)
+                pts += _pts(b, {KiB: 10 * math.sqrt(k) * KiB, MiB: 10 * math.sqrt(k) * MiB}, h, ppn)
+            pts += _pts("Tm", {0: 100 * k}, h, ppn)
+    return EnvelopeSurface().fit([p for p in pts if p["hosts"] == hosts or hosts is None])
+
+
+def write_stage(n=10, hosts=2, ppn=2, files=1):
+    return Stage(name="w", tasks=n, hosts=hosts, procs_per_host=ppn,
+                 write=Write(bytes_per_task=Dist(MiB * files, MiB * files, MiB * files), files_per_task=files,
+                             file_size=Dist(MiB, MiB, MiB)),
+                 metadata=Metadata(ops_per_task=files, creates_per_task=files))
+
+
+def test_refined_partial_round_by_hand():
+    surf = sqrt_envelope(hosts=None)
+    # 10 tasks on 4 slots: two full rounds at k = 4 (4 / 20 s per task) and one of 2 tasks at k = 2
+    p = predict_stage(write_stage(), surf, "refined", REFINEMENTS)
+    assert (p.slots, p.rounds) == (4, 3)
+    assert p.write_s == pytest.approx(2 * 4 / 20 + 2 / (10 * math.sqrt(2)), rel=1e-9)
+    assert p.meta_s == 0.0                       # the create is inside the write op
+    q = predict_stage(write_stage(), surf, "refined", set(REFINEMENTS) - {"partial_round"})
+    assert q.write_s == pytest.approx(3 * 4 / 20, rel=1e-9)
+    # without slots: one task per node, 5 rounds at k = 2
+    r = predict_stage(write_stage(), surf, "refined", set(REFINEMENTS) - {"slots"})
+    assert (r.slots, r.rounds) == (2, 5) and r.write_s == pytest.approx(5 * 2 / (10 * math.sqrt(2)))
+    # several files per task: 3 ops of 1 MiB each per task
+    f = predict_stage(write_stage(files=3), surf, "refined", REFINEMENTS)
+    assert f.write_s == pytest.approx(3 * (2 * 4 / 20 + 2 / (10 * math.sqrt(2))), rel=1e-9)
+    # C > N: one round of N tasks
+    c = predict_stage(write_stage(n=1, hosts=2, ppn=2), surf, "refined", REFINEMENTS)
+    assert c.rounds == 1 and c.write_s == pytest.approx(1 / 10)
+
+
+def test_refined_io_overlap_and_metadata():
+    surf = sqrt_envelope(hosts=None)
+    st = write_stage(n=8)
+    p = predict_stage(st, surf, "refined", REFINEMENTS, io_concurrency=2.0)
+    assert p.k == 2.0 and p.write_s == pytest.approx(2 * 2 / (10 * math.sqrt(2)))
+    assert any("I/O concurrency 2" in n for n in p.notes)
+    st.metadata = Metadata(ops_per_task=4, creates_per_task=1)      # 3 stats/opens besides the write
+    m = predict_stage(st, surf, "refined", REFINEMENTS)
+    assert m.meta_s == pytest.approx(2 * 4 * 3 / 400) and m.bounds["meta"] == "metadata"
+    faithful_meta = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"metadata"})
+    assert faithful_meta.meta_s == pytest.approx(2 / 400)          # one create per round, as in (1)/(2)
+
+
+def test_interpolation_exact_monotone_and_extrapolation_warned():
+    pts = []
+    for ppn, kv in ((1, 1.0), (2, 1.6), (4, 2.2)):
+        pts += _pts("TL", {KiB: 300 * kv, 64 * KiB: 200 * kv, MiB: 40 * kv}, 4, ppn, repeats=(0.9, 1.0, 1.1))
+    s = EnvelopeSurface().fit(pts)
+    for ppn, kv in ((1, 1.0), (2, 1.6), (4, 2.2)):
+        for size, v in ((KiB, 300), (64 * KiB, 200), (MiB, 40)):
+            lk = s.value("TL", size, 4 * ppn, 4)
+            assert lk.source == "measured" and lk.value == pytest.approx(v * kv, rel=1e-12)
+    prev = None
+    for i in range(101):                      # along size at k = 6: monotone between 64 KiB and 1 MiB
+        size = 64 * KiB * (16 ** (i / 100))
+        v = s.value("TL", size, 6, 4).value
+        assert 40 <= v <= 200 * 1.6
+        assert prev is None or v <= prev + 1e-9
+        prev = v
+    prev = None
+    for i in range(101):                      # along k at 64 KiB: monotone between 4 and 16
+        v = s.value("TL", 64 * KiB, 4 * 4 ** (i / 100), 4).value
+        assert prev is None or v >= prev - 1e-9
+        prev = v
+    assert s.value("TL", 64 * KiB, 6, 4).source == "interpolated"
+    out = s.value("TL", 16 * MiB, 4, 4)
+    assert out.source == "extrapolated" and "16x the largest measured 1 MiB" in out.note
+    assert out.value == pytest.approx(40 / 16)          # bandwidth held: T = T(1 MiB) x 1 MiB / 16 MiB
+    far = s.value("TL", 64 * KiB, 64, 4)
+    assert far.source == "extrapolated" and "concurrency 64 is 4x the largest measured 16" in far.note
+    small = s.value("TL", 100, 4, 4)
+    assert small.source == "clamped" and small.value == pytest.approx(300)
+    assert s.value("TL", 100, 4, 4, clamp_small=False).source == "extrapolated"
+    # the array form agrees with the scalar one everywhere, inside and outside
+    import numpy as np
+    sizes, ks = np.array([100.0, KiB, 5000.0, MiB, 4 * MiB]), np.array([1.0, 4.0, 7.0, 16.0, 40.0])
+    G = grid_values(s, "TL", sizes, ks, 4)
+    for i, k in enumerate(ks):
+        for j, size in enumerate(sizes):
+            assert G[i, j] == pytest.approx(s.value("TL", size, k, 4).value, rel=1e-9)
+
+
+def test_missing_metric_is_named():
+    s = EnvelopeSurface().fit(_pts("TL", {KiB: 100}) + _pts("BL", {KiB: 100 * KiB}) + _pts("Tm", {0: 10}))
+    with pytest.raises(EnvelopeError, match="no ok point of metric T1R"):
+        s.value("T1R", KiB, 8)
+    from mtcio.db.workflow_model import Workflow
+    wf = Workflow(stages=[seed_stage()])
+    with pytest.raises(EnvelopeError, match=r"stage mProjectPP: the envelope has no ok point of B1L, B1R, BN, T1L, "
+                                            r"T1R, TN"):
+        check_metrics(wf, s)
+
+
+def test_intervals_cover_the_prediction_and_widen_with_spread():
+    tight = EnvelopeSurface().fit([p for p in _pts("TL", {KiB: 100, MiB: 50}, 8, 1, (0.99, 1.0, 1.01))] +
+                                  _pts("BL", {KiB: 100 * KiB, MiB: 50 * MiB}, 8, 1, (0.99, 1.0, 1.01)) +
+                                  _pts("Tm", {0: 1000}, 8, 1, (0.99, 1.0, 1.01)))
+    wide = EnvelopeSurface().fit([p for p in _pts("TL", {KiB: 100, MiB: 50}, 8, 1, (0.7, 1.0, 1.3))] +
+                                 _pts("BL", {KiB: 100 * KiB, MiB: 50 * MiB}, 8, 1, (0.7, 1.0, 1.3)) +
+                                 _pts("Tm", {0: 1000}, 8, 1, (0.7, 1.0, 1.3)))
+    from mtcio.db.workflow_model import Workflow
+    st = write_stage(n=64, hosts=8, ppn=1)
+    wf = Workflow(stages=[st])
+    (pt,) = predict_workflow(wf, tight, ("refined",), bootstrap=200)
+    (pw,) = predict_workflow(wf, wide, ("refined",), bootstrap=200)
+    for p in (pt, pw):
+        assert p.interval[0] <= p.total_s <= p.interval[1]
+    assert (pw.interval[1] - pw.interval[0]) > 5 * (pt.interval[1] - pt.interval[0])
+
+
+def test_parse_refine():
+    assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
+    assert parse_refine("-io_overlap,-metadata") == set(REFINEMENTS) - {"io_overlap", "metadata"}
+    assert parse_refine("slots") == {"slots"}
+    with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
+        parse_refine("slotz")
