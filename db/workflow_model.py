@@ -301,54 +301,65 @@ class _Limit(Exception):
 _PLAIN_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader with bounded nesting, no duplicate keys, timestamps kept as their text, and number scalars that
-    fail to convert reported with their line (PyYAML raises ValueError/AttributeError for `!!float x`)."""
+def _loader_class():
+    """The loader class, made at the first load(): defining it touches yaml, which importing this module (for
+    `mtcprof model --help`, say) should not."""
+    global _LOADER
+    if _LOADER is not None:
+        return _LOADER
 
-    def __init__(self, stream):
-        super().__init__(stream)
-        self._depth = 0
+    class _Loader(yaml.SafeLoader):
+        """SafeLoader with bounded nesting, no duplicate keys, timestamps kept as their text, and number scalars that
+        fail to convert reported with their line (PyYAML raises ValueError/AttributeError for `!!float x`)."""
 
-    def compose_node(self, parent, index):
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                raise _Limit(f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+        def __init__(self, stream):
+            super().__init__(stream)
+            self._depth = 0
 
-    def construct_object(self, node, deep=False):
-        if node.tag not in _PLAIN_TAGS and not node.tag.startswith("tag:yaml.org,2002:merge"):
-            raise _Limit(f"tag {_show(node.tag)} not allowed (plain YAML only)", node.start_mark)
-        try:
-            return super().construct_object(node, deep)
-        except (ValueError, TypeError, AttributeError, OverflowError) as e:
-            if isinstance(e, yaml.YAMLError):
-                raise
-            raise _Limit(f"value {_show(getattr(node, 'value', ''))} is not a valid "
-                         f"{node.tag.rsplit(':', 1)[-1]}", node.start_mark) from None
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
+        def compose_node(self, parent, index):
+            self._depth += 1
             try:
-                dup = key in seen
-            except TypeError:            # a list or mapping as key
-                raise _Limit("a key must be a plain value", key_node.start_mark) from None
-            if dup:
-                raise _Limit(f"duplicate key {_show(key)}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
+                if self._depth > MAX_DEPTH:
+                    raise _Limit(f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
 
-    def construct_yaml_timestamp(self, node):
-        return self.construct_scalar(node)          # the text, as written (source.created is a string)
+        def construct_object(self, node, deep=False):
+            if node.tag not in _PLAIN_TAGS and not node.tag.startswith("tag:yaml.org,2002:merge"):
+                raise _Limit(f"tag {_show(node.tag)} not allowed (plain YAML only)", node.start_mark)
+            try:
+                return super().construct_object(node, deep)
+            except (ValueError, TypeError, AttributeError, OverflowError) as e:
+                if isinstance(e, yaml.YAMLError):
+                    raise
+                raise _Limit(f"value {_show(getattr(node, 'value', ''))} is not a valid "
+                             f"{node.tag.rsplit(':', 1)[-1]}", node.start_mark) from None
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    dup = key in seen
+                except TypeError:            # a list or mapping as key
+                    raise _Limit("a key must be a plain value", key_node.start_mark) from None
+                if dup:
+                    raise _Limit(f"duplicate key {_show(key)}", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+        def construct_yaml_timestamp(self, node):
+            return self.construct_scalar(node)          # the text, as written (source.created is a string)
+
+    _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+    _LOADER = _Loader
+    return _Loader
 
 
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+_LOADER = None
 
 
 def _expanded_size(root) -> int:
@@ -449,7 +460,7 @@ def load(path: str) -> Workflow:
     text = _read_text(path)
     loader = None
     try:
-        loader = _Loader(text)                  # checks the characters: may raise already
+        loader = _loader_class()(text)          # checks the characters: may raise already
         root = loader.get_single_node()
         if root is None:
             raise ModelError(f"{path}: empty document (a workflow model is a mapping with 'mtcio_workflow' "
