@@ -27,6 +27,8 @@ import time
 
 from .points import METRICS, ParseError, parse_size
 
+EXIT_CODES = __doc__[__doc__.index("exit codes:"):]
+
 
 def _sizes(text: str) -> list[int]:
     try:
@@ -68,8 +70,10 @@ def parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("measure", help="run an envelope sweep and store its points",
                        description="Measure Tm, T1L/B1L, T1R/B1R, TN/BN, TL/BL for every file "
-                       "size x processes per host x host count, --repeat times each, with the "
-                       "native engine (or an external tool) on every host at once.")
+                       "size x processes per host x host count, each point until its 90%% "
+                       "interval is within --precision of its mean (at least --repeat times), "
+                       "with the native engine (or an external tool) on every host at once.",
+                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     m.add_argument("--db", required=True, help="SQLite db (created if missing)")
     m.add_argument("--name", help="run name (default envelope-YYYYmmdd-HHMMSS)")
     m.add_argument("--append", action="store_true", help="add to an existing run of that name")
@@ -80,7 +84,18 @@ def parser() -> argparse.ArgumentParser:
                    help="file sizes (default 1k,128k,1m,16m)")
     m.add_argument("--procs", type=_ints, default=None, metavar="P,..",
                    help="processes per host (default 1,2,4,8)")
-    m.add_argument("--repeat", type=int, default=3, help="repeats per point (default 3)")
+    m.add_argument("--repeat", type=int, default=3, help="repeats per point at least "
+                   "(default 3); more until --precision is met")
+    m.add_argument("--precision", type=float, default=0.05, metavar="FRACTION",
+                   help="repeat a point until the 90%% interval of its mean is within "
+                   "+-FRACTION of the mean (default 0.05), its share of --time-budget is "
+                   "spent or --max-repeat is reached; 0 = exactly --repeat repeats")
+    m.add_argument("--max-repeat", type=int, default=30, help="repeats per point at most "
+                   "(default 30)")
+    m.add_argument("--time-budget", type=float, default=270.0, metavar="SECONDS",
+                   help="time for the whole sweep's extra repeats (default 270: the default "
+                   "sweep on a 4-host testbed stays within 5 minutes); each point gets its "
+                   "share; the --repeat minimum is always measured; 0 = no limit")
     m.add_argument("--metrics", type=_metrics, default=None,
                    help=f"subset of {','.join(METRICS)} (default all)")
     m.add_argument("--tool", choices=["native", "ior", "mdtest", "fio"], default="native",
@@ -183,8 +198,13 @@ def main(argv=None) -> int:
 def cmd_measure(a) -> int:
     from . import measure as M
     name = a.name or time.strftime("envelope-%Y%m%d-%H%M%S")
+    if a.repeat < 1 or a.max_repeat < a.repeat or a.precision < 0 or a.time_budget < 0:
+        raise ValueError("need 1 <= --repeat <= --max-repeat, --precision >= 0 and "
+                         "--time-budget >= 0")
     sweep = M.Sweep(sizes=a.sizes or list(M.DEFAULT_SIZES),
                     procs=a.procs or list(M.DEFAULT_PROCS), repeat=a.repeat,
+                    max_repeat=a.max_repeat, precision=a.precision,
+                    time_budget=a.time_budget or None,
                     metrics=a.metrics or list(METRICS), ops_per_proc=a.ops_per_proc,
                     creates_per_proc=a.creates_per_proc, timeout=a.timeout,
                     start_delay=a.start_delay, drop_caches=a.drop_caches, workdir=a.workdir,

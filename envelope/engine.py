@@ -246,7 +246,8 @@ def points_from_runs(metric: str, runs: Sequence[EngineRun], *, file_size: int,
     metrics = [t_metric] if t_metric == "Tm" else [t_metric, PAIRS[t_metric]]
     agg = aggregate(runs)
     cfg = dict(config or {})
-    cfg.update({"engine_ops": agg.ops, "engine_failed": agg.failed, "span_s": agg.span_s,
+    cfg.update({"engine_ops": agg.ops, "engine_failed": agg.failed, "ops": agg.ok,
+                "span_s": agg.span_s,
                 "hosts_run": [r.host for r in runs],
                 "backend": runs[0].meta.get("backend") if runs else None,
                 "late_start_ns": max((int(r.summary.get("late_ns", 0)) for r in runs),

@@ -19,7 +19,15 @@ For each host count h, file size S, processes per host P and repeat r (DESIGN.md
 
 Rates: ops/s = ok ops / (last end - first start) over all processes of all hosts; bytes/s the
 same with bytes. Each engine run is one repeat; a failed run is stored as failed points with
-the reason, and the sweep goes on. Every step's points are stored as soon as they exist, so an
+the reason, and the sweep goes on.
+
+Precision target (IOR's stonewalling idea applied to repeats): a point (metric x size x
+processes per host x hosts) is repeated at least ``repeat`` times, then until the 90 %
+interval of its mean throughput is within +-``precision`` of the mean, or its share of the
+sweep's ``time_budget`` is spent, or ``max_repeat`` repeats were made. A point's share is the
+time left over the planned cost of the points left, times its own cost, so cheap or steady
+points leave time to noisy ones. Every repeat's config then holds the point's "precision"
+(interval, repeats, op count, why it stopped). Every step's points are stored as soon as they exist, so an
 interrupted sweep (Ctrl-C, SIGTERM) keeps what it measured.
 """
 from __future__ import annotations
@@ -38,6 +46,7 @@ from typing import Any, Callable, Sequence
 from . import engine as eng
 from .agent import Agent, AgentError, Result, run_many
 from .points import KiB, MiB, METRICS, PAIRS, ParseError, Point
+from .stats import ci90
 
 DEFAULT_SIZES = [1 * KiB, 128 * KiB, 1 * MiB, 16 * MiB]
 DEFAULT_PROCS = [1, 2, 4, 8]
@@ -47,6 +56,9 @@ TESTBED_LAUNCHER_DOC = "mtcbed exec {host} --"
 KIND_METRICS = {"create": ("Tm",), "write": ("TL", "BL"), "local": ("T1L", "B1L"),
                 "remote": ("T1R", "B1R"), "shared": ("TN", "BN")}
 KIND_OF = {m: k for k, ms in KIND_METRICS.items() for m in ms}
+DATA_KINDS = ("write", "local", "remote", "shared")
+DEFAULT_PRECISION = 0.05          # +-5 % of the mean, 90 % interval
+DEFAULT_TIME_BUDGET = 270.0       # seconds of measuring for the default sweep (<= 5 min)
 
 
 class MeasureError(RuntimeError):
@@ -130,7 +142,10 @@ class Sweep:
     sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
     procs: list[int] = field(default_factory=lambda: list(DEFAULT_PROCS))
     host_counts: list[int] | None = None          # None: all hosts only
-    repeat: int = 3
+    repeat: int = 3                               # minimum repeats per point
+    max_repeat: int = 30
+    precision: float = DEFAULT_PRECISION          # 0: exactly ``repeat`` repeats
+    time_budget: float | None = DEFAULT_TIME_BUDGET   # seconds for the sweep; None: no limit
     metrics: list[str] = field(default_factory=lambda: list(METRICS))
     ops_per_proc: int | None = None               # None: auto from the size
     creates_per_proc: int = 16
@@ -203,6 +218,22 @@ def plan(sweep: Sweep, nhosts: int) -> list[Step]:
     return steps
 
 
+def point_groups(steps: Sequence[Step]) -> list[list[Step]]:
+    """Consecutive steps of one point (every repeat of Tm for a P x h; of the write and reads
+    for a size x P x h); setup-shared and cleanup steps stand alone."""
+    groups: list[list[Step]] = []
+    last = None
+    for s in steps:
+        key = ("create", s.h, s.ppn) if s.kind == "create" else \
+            ("data", s.h, s.size, s.ppn) if s.kind in DATA_KINDS else None
+        if key is not None and key == last:
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+        last = key
+    return groups
+
+
 # --------------------------------------------------------------------------------- progress
 class Progress:
     """A bar with an estimate of the time left on stderr (a line per 5% when not a tty)."""
@@ -240,6 +271,11 @@ class Progress:
             self.stream.write(msg + "\n")
             self.stream.flush()
             self.last_pct = pct
+
+    def add(self, steps: Sequence[Step]) -> None:
+        """Extra repeats of a point that has not met its precision target yet."""
+        self.n += len(steps)
+        self.total += sum(s.cost for s in steps)
 
     def note(self, text: str) -> None:
         if self.enabled:
@@ -291,10 +327,14 @@ class Interrupted(Exception):
 class Measurer:
     def __init__(self, target: Target, sweep: Sweep, store_fn: Callable[[list[Point]], None],
                  progress: Progress | None = None, run_name: str = "", repeat_base: int = 0,
-                 log: Callable[[str], None] | None = None):
+                 log: Callable[[str], None] | None = None,
+                 annotate_fn: Callable[[list[str], int, int, int, int, int, dict], None]
+                 | None = None):
         self.t = target
         self.sw = sweep
         self.store = store_fn
+        self.annotate = annotate_fn
+        self.sink: dict[str, list[Point]] | None = None   # the current point's points
         self.progress = progress
         self.repeat_base = repeat_base
         self.log = log or (lambda m: print(m, file=sys.stderr))
@@ -496,6 +536,9 @@ class Measurer:
                                     p.tool_version,
                                     {**p.config, **({"value_if_ok": p.value} if p.ok else {})})
                        for p in pts]
+        if self.sink is not None:
+            for p in pts:
+                self.sink.setdefault(p.metric, []).append(p)
         keep = [p for p in pts if p.metric in self.sw.metrics]
         if keep:
             self.store(keep)
@@ -528,7 +571,8 @@ class Measurer:
         runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
             "create", f"{self.t.prefix(h)}{d}/c{{rank}}_{{i}}", st.ppn, k, None, start,
             j * st.ppn), st.ppn * st.h)
-        cfg = self.base_config(ops_per_proc=k, op="create+close of an empty file",
+        cfg = self.base_config(ops_per_proc=k, files_per_proc=k, bytes_per_op=0,
+                               op="create+close of an empty file",
                                directory="one directory shared by all processes")
         return self.emit(st, "Tm", runs, err, cfg, 0)
 
@@ -578,7 +622,8 @@ class Measurer:
                                                    for x in r.failed}))[:300]
             state["error"] = f"inputs not in place: the write run of this repeat failed ({why})"
         self.written[(st.size, st.ppn, st.h, st.rep)] = state
-        cfg = self.base_config(ops_per_proc=k, block=min(self.sw.block, st.size),
+        cfg = self.base_config(ops_per_proc=k, files_per_proc=k, bytes_per_op=st.size,
+                               block=min(self.sw.block, st.size),
                                fsync=self.sw.fsync, placement=placement,
                                op="create+write+close", files="one per op, new names")
         return self.emit(st, "TL", runs, err, cfg, st.size, fail)
@@ -587,7 +632,9 @@ class Measurer:
         k = self.sw.k_for(st.size)
         hosts = self.t.hosts[:st.h]
         metric = {"local": "T1L", "remote": "T1R", "shared": "TN"}[st.kind]
-        cfg = self.base_config(ops_per_proc=k, block=min(self.sw.block, st.size),
+        # TN: every process reads the one shared file k times; T1L/T1R: k files each
+        cfg = self.base_config(ops_per_proc=k, files_per_proc=1 if st.kind == "shared" else k,
+                               bytes_per_op=st.size, block=min(self.sw.block, st.size),
                                op="open+read to EOF+close")
         if st.kind == "shared":
             state = self.shared.get((st.size, st.h), {"ok": False, "error": "no shared file"})
@@ -642,25 +689,160 @@ class Measurer:
         for key in [k for k in self.written if k[0] == st.size and k[2] == st.h]:
             del self.written[key]
 
+    def do(self, st: Step) -> None:
+        before = self.n_failed
+        self.step_t0 = time.monotonic()
+        if st.kind == "create":
+            self.step_create(st)
+        elif st.kind == "setup-shared":
+            self.step_setup_shared(st)
+        elif st.kind == "write":
+            self.step_write(st)
+        elif st.kind in ("local", "remote", "shared"):
+            self.step_read(st)
+        elif st.kind == "cleanup":
+            self.step_cleanup(st)
+        if self.progress:
+            self.progress.update(st, failed=self.n_failed > before)
+
     def run(self, steps: Sequence[Step]) -> None:
         self.setup(steps)
-        for st in steps:
-            before = self.n_failed
-            self.step_t0 = time.monotonic()
-            if st.kind == "create":
-                self.step_create(st)
-            elif st.kind == "setup-shared":
-                self.step_setup_shared(st)
-            elif st.kind == "write":
-                self.step_write(st)
-            elif st.kind in ("local", "remote", "shared"):
-                self.step_read(st)
-            elif st.kind == "cleanup":
-                self.step_cleanup(st)
-            if self.progress:
-                self.progress.update(st, failed=self.n_failed > before)
+        t0 = time.monotonic()
+        deadline = t0 + self.sw.time_budget if self.sw.time_budget else math.inf
+        groups = point_groups(steps)
+        cost_left = sum(s.cost for g in groups for s in g)
+        planned_s = planned_cost = 0.0      # real seconds and planned cost of the minimum
+        for g in groups:
+            cost = sum(s.cost for s in g)
+            if g[0].kind == "create" or g[0].kind in DATA_KINDS:
+                # time for extra repeats: what is left once the minimum repeats of every
+                # point left are paid (at the pace seen so far), shared by planned cost
+                pace = planned_s / planned_cost if planned_cost > 0 else 1.0
+                spare = deadline - time.monotonic() - pace * cost_left
+                share = max(0.0, spare) * cost / cost_left if math.isfinite(spare) and \
+                    cost_left > 0 else math.inf
+                planned_s += self.run_point(g, share)
+                planned_cost += cost
+            else:
+                for st in g:
+                    self.do(st)
+            cost_left -= cost
         if not self.sw.keep_files:
             self.helper(["gfrm", "-rf", self.root], timeout=max(60.0, self.sw.timeout))
+
+    def run_point(self, steps: Sequence[Step], budget: float) -> float:
+        """The planned repeats of one point (Tm of a P x h, or TL/T1L/T1R/TN of a size x P x
+        h), then more until each metric's 90 % interval is within the precision target, the
+        point's time budget for extra repeats is spent or max_repeat repeats were made.
+        Returns the seconds the planned repeats took."""
+        t0 = time.monotonic()
+        planned_s = 0.0
+        first = steps[0]
+        kinds = [s.kind for s in steps if s.rep == first.rep]      # one repeat, in order
+        planned = max(s.rep for s in steps) + 1
+        self.sink = {}
+        stopped: dict[str, str] = {}
+        rep = 0
+        todo = list(kinds)
+        try:
+            while True:
+                if rep < planned:
+                    batch = [s for s in steps if s.rep == rep]
+                else:
+                    batch = [Step(k, first.h, first.size, first.ppn, rep,
+                                  next(s.cost for s in steps if s.kind == k))
+                             for k in kinds if k in todo]
+                    self.make_dirs(batch)
+                    if self.progress:
+                        self.progress.add(batch)
+                for st in batch:
+                    self.do(st)
+                rep += 1
+                if rep < planned:
+                    continue
+                if rep == planned:
+                    planned_s = time.monotonic() - t0
+                if self.sw.precision <= 0:
+                    stopped = {k: "fixed count (--precision 0)" for k in kinds}
+                    break
+                open_kinds = []
+                for k in kinds:
+                    if k in stopped:
+                        continue
+                    why = self.stop_reason(k)
+                    if why:
+                        stopped[k] = why
+                    else:
+                        open_kinds.append(k)
+                if not open_kinds:
+                    break
+                spent = time.monotonic() - t0 - planned_s      # on extra repeats
+                if rep >= self.sw.max_repeat or spent >= budget:
+                    why = (f"max repeats ({self.sw.max_repeat})" if rep >= self.sw.max_repeat
+                           else f"time budget spent ({spent:.1f} s of extra repeats, "
+                           f"budget {budget:.1f} s)")
+                    stopped.update({k: why for k in open_kinds})
+                    break
+                # reads of 1-to-1 inputs need this repeat's write run
+                todo = open_kinds + (["write"] if {"local", "remote"} & set(open_kinds)
+                                     and "write" not in open_kinds else [])
+            for k, why in stopped.items():     # a write that went on for its reads' sake
+                if why == "target met" and self.stop_reason(k) != "target met":
+                    stopped[k] = "target met, then repeated as the inputs of reads"
+            self.record_precision(first, kinds, stopped, time.monotonic() - t0, budget)
+        finally:
+            self.sink = None
+        return planned_s
+
+    def stop_reason(self, kind: str) -> str | None:
+        """Why a kind's point needs no more repeats, or None."""
+        t = KIND_METRICS[kind][0]
+        pts = (self.sink or {}).get(t, [])
+        ok = [p.value for p in pts if p.ok]
+        if len(ok) < 2 and len(pts) - len(ok) >= 2:
+            return "failed repeats (more would not help)"
+        ci = ci90(ok)
+        if ci and ci["rel_halfwidth"] <= self.sw.precision:
+            return "target met"
+        return None
+
+    def record_precision(self, first: Step, kinds: Sequence[str], stopped: dict[str, str],
+                         seconds: float, budget: float) -> None:
+        if not self.annotate:
+            return
+        for k in kinds:
+            for m in KIND_METRICS[k]:
+                pts = (self.sink or {}).get(m, [])
+                if not pts or m not in self.sw.metrics:
+                    continue
+                ok = [p.value for p in pts if p.ok]
+                ci = ci90(ok)
+                prec = {"target": self.sw.precision, "confidence": 0.9,
+                        "repeats": len(pts), "repeats_ok": len(ok),
+                        "mean": sum(ok) / len(ok) if ok else None,
+                        "ci90": [ci["low"], ci["high"]] if ci else None,
+                        "rel_halfwidth": ci["rel_halfwidth"] if ci else None,
+                        "met": bool(ci and ci["rel_halfwidth"] <= self.sw.precision),
+                        "stopped": stopped.get(k, "?"),
+                        "ops": sum(int(p.config.get("ops", 0)) for p in pts),
+                        "seconds": round(seconds, 3),
+                        "extra_budget_s": round(budget, 3) if math.isfinite(budget) else None}
+                self.annotate([m], pts[0].file_size, first.ppn, first.h,
+                              min(p.repeat for p in pts), max(p.repeat for p in pts), prec)
+
+    def make_dirs(self, batch: Sequence[Step]) -> None:
+        """Directories of an extra repeat (setup() made the planned repeats' ones)."""
+        dirs = []
+        for s in batch:
+            if s.kind == "create":
+                dirs.append(self.tmdir(s.ppn, s.h, s.rep))
+            elif s.kind == "write":
+                dirs += [self.wdir(s.size, s.ppn, s.h, s.rep, host)
+                         for host in self.t.hosts[:s.h]]
+        if dirs:
+            r = self.helper(["gfmkdir", "-p", *dirs], timeout=60)
+            if r.rc:
+                self.log(f"gfmkdir of an extra repeat failed: {r.stderr.strip()[:300]}")
 
     def close(self) -> None:
         for a in self.agents.values():
@@ -721,16 +903,29 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "metrics": sweep.metrics, "backend": target.backend, "launcher": target.launcher_doc,
             "mount": target.mount, "timeout_s": sweep.timeout,
             "drop_caches": sweep.drop_caches, "started": time.time(),
-            "testbed": bool(target.testbed), "status": "running"}
+            "testbed": bool(target.testbed), "status": "running",
+            "precision": sweep.precision, "max_repeat": sweep.max_repeat,
+            "time_budget_s": sweep.time_budget}
     if row is not None:
         set_status(conn, name, "running")
 
     def store_fn(points):
         dbstore.add_envelope_points(conn, name, points, meta=meta)
 
+    def annotate_fn(metrics, size, ppn, h, rep_lo, rep_hi, precision):
+        """The point's precision into the config of each of its repeats."""
+        with conn:
+            conn.execute(
+                "UPDATE envelope_points SET config = json_set(config, '$.precision', json(?)) "
+                "WHERE run_id = (SELECT id FROM runs WHERE name = ?) AND metric IN (%s) AND "
+                "file_size = ? AND procs_per_host = ? AND hosts = ? AND repeat BETWEEN ? AND ?"
+                % ",".join("?" * len(metrics)),
+                (json.dumps(precision), name, *metrics, size, ppn, h, rep_lo, rep_hi))
+
     steps = plan(sweep, len(target.hosts))
     prog = Progress(steps, stream=stream, enabled=progress)
-    m = Measurer(target, sweep, store_fn, prog, run_name=name, repeat_base=repeat_base)
+    m = Measurer(target, sweep, store_fn, prog, run_name=name, repeat_base=repeat_base,
+                 annotate_fn=annotate_fn)
     t0 = time.monotonic()
     interrupted = False
     old = signal.getsignal(signal.SIGTERM)

@@ -95,13 +95,18 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
             ctx = {k: v for k, v in ctx.items() if v is not None}
             pts: list[Point] = []
             err = None
+            # the native engine's files per process (and so ops and bytes per op), not the
+            # tool's default: the same work under the same metric
+            k = 1 if metric == "TN" else sweep.k_for(size)
             try:
                 if per_host:
                     if metric != "TL":     # inputs first, with the tool itself
-                        run_many([(agents[x], drv.command("TL", size, ppn, path, hosts=1))
+                        run_many([(agents[x], drv.command("TL", size, ppn, path, hosts=1,
+                                                          files_per_proc=k))
                                   for x in hosts], sweep.timeout + 15)
                     res = run_many([(agents[x], drv.command(metric, size, ppn, path, hosts=1,
-                                                            repeats=sweep.repeat))
+                                                            repeats=sweep.repeat,
+                                                            files_per_proc=k))
                                     for x in hosts], sweep.timeout + 15)
                     bad = [r for r in res if r.rc != 0]
                     if bad:

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import mtcbed
 from mtcio.envelope.export import load
+from mtcio.envelope.stats import ci90
 
 CLI = [sys.executable, "-m", "mtcio.envelope.cli", "measure"]
 pytestmark = pytest.mark.testbed
@@ -41,7 +42,7 @@ def npoints(db):
 def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
     db = tmp_path / "e.db"
     cp = measure("--db", db, "--name", "small", "--sizes", "1k,1m", "--procs", "1,2",
-                 "--repeat", "1", "--keep-files", "--workdir", "/envtest")
+                 "--repeat", "1", "--precision", "0", "--keep-files", "--workdir", "/envtest")
     assert "100.0%" in cp.stderr                  # the progress bar reached the end
     df = load(db, "small")
     assert set(df["metric"]) == {"Tm", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"}
@@ -50,6 +51,14 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
     for m in ("T1L", "T1R", "TN", "TL"):          # 2 sizes x 2 concurrencies each
         assert len(df[df.metric == m]) == 4
     assert (df["hosts"] == 4).all()
+    # what each point rests on: files per process, ops, bytes per op (envelope/README.md)
+    for (m, size, ppn), want in {("TL", 1024, 2): (16, 16), ("T1R", 1 << 20, 1): (2, 2),
+                                 ("TN", 1024, 2): (1, 16), ("Tm", 0, 1): (16, 16)}.items():
+        c = df[(df.metric == m) & (df.file_size == size) & (df.procs_per_host == ppn)] \
+            .iloc[0].config
+        assert (c["files_per_proc"], c["ops_per_proc"]) == want
+        assert c["ops"] == want[1] * ppn * 4 and c["bytes_per_op"] == size
+        assert c["precision"]["stopped"] == "fixed count (--precision 0)"
     workdir = df["config"].iloc[0]["workdir"]
     try:
         # reads: the harness's own gfwhere check ...
@@ -84,7 +93,8 @@ def test_host_counts_sweep(testbed, tmp_path, counts, expect):
     remove the next one's directories: every write after the first failed, exit 0)."""
     db = tmp_path / "h.db"
     cp = measure("--db", db, "--name", "hc", "--host-counts", counts, "--sizes", "1k,128k",
-                 "--procs", "1", "--repeat", "1", "--metrics", "TL,BL,T1L,B1L,T1R,B1R", "--quiet")
+                 "--procs", "1", "--repeat", "1", "--precision", "0",
+                 "--metrics", "TL,BL,T1L,B1L,T1R,B1R", "--quiet")
     df = load(db, "hc")
     assert df["ok"].all(), df.loc[~df["ok"], "error"].tolist()[:3]
     assert sorted(set(df["hosts"])) == sorted(expect)
@@ -94,6 +104,40 @@ def test_host_counts_sweep(testbed, tmp_path, counts, expect):
                                       {"TL", "BL", "T1L", "B1L", "T1R", "B1R"})
         assert set(got["file_size"]) == {1024, 128 << 10}
     assert "(0 failed)" in cp.stderr
+
+
+def test_precision_target_repeats_until_the_interval_is_narrow(testbed, tmp_path):
+    """Each point is repeated beyond --repeat until its 90 % interval is within +-5 % or its
+    time is spent; the interval, the op count and why it stopped are stored with it."""
+    db = tmp_path / "p.db"
+    measure("--db", db, "--name", "prec", "--sizes", "1k", "--procs", "1", "--repeat", "3",
+            "--max-repeat", "8", "--time-budget", "30", "--metrics", "Tm,TL,BL,T1L,B1L",
+            "--quiet")
+    df = load(db, "prec")
+    assert df["ok"].all(), df.loc[~df["ok"], "error"].tolist()[:3]
+    reps = {}
+    for m, g in df.groupby("metric"):
+        precs = [c["precision"] for c in g["config"]]
+        assert all(p == precs[0] for p in precs)          # one interval for the point
+        p = precs[0]
+        reps[m] = len(g)
+        assert p["repeats"] == p["repeats_ok"] == len(g) and 3 <= len(g) <= 8
+        assert sorted(g["repeat"]) == list(range(len(g)))
+        ci = ci90(list(g["value"]))
+        assert p["ci90"] == [ci["low"], ci["high"]] and p["mean"] == ci["mean"]
+        assert p["rel_halfwidth"] == ci["rel_halfwidth"]
+        assert p["ops"] == sum(c["ops"] for c in g["config"]) == len(g) * 16 * 4
+        assert p["met"] == (p["rel_halfwidth"] <= 0.05) and p["target"] == 0.05
+        if m in ("Tm", "TL", "T1L"):
+            if p["met"]:
+                assert p["stopped"] == "target met"
+            elif m == "TL" and p["stopped"].startswith("target met, then"):
+                assert reps["TL"] > 3          # met at some point, went on for T1L's inputs
+            else:
+                assert p["stopped"] == "max repeats (8)" if len(g) == 8 else \
+                    p["stopped"].startswith("time budget spent")
+    assert reps["TL"] >= reps["T1L"]           # every T1L repeat reads its own write run
+    assert reps["BL"] == reps["TL"] and reps["B1L"] == reps["T1L"]
 
 
 def test_ctrl_c_keeps_the_points_measured_so_far(testbed, tmp_path):
@@ -129,6 +173,7 @@ def test_gfsd_killed_mid_sweep(testbed, tmp_path):
     on to the end, nothing hangs."""
     db = str(tmp_path / "k.db")
     args = ["--db", db, "--name", "kill", "--sizes", "1k", "--procs", "1", "--repeat", "6",
+            "--precision", "0",
             "--metrics", "TL,BL,T1L,B1L,T1R,B1R", "--timeout", "4", "--quiet"]
     p = subprocess.Popen(CLI + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
