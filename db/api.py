@@ -24,7 +24,8 @@ import pandas as pd
 
 from mtcio.db import store
 from mtcio.db.ingest import _host_match
-from mtcio.db.logformat import HIST_BINS, HIST_EDGES, NBINS, OP_DTYPE, OPS
+from mtcio.db import logformat as _lf
+from mtcio.db.logformat import HIST_BINS, HIST_EDGES, NBINS, OPS
 
 
 class Store:
@@ -399,7 +400,7 @@ class Store:
                 "offset", "length", "fid", "path", "key"]
         if not rows:
             return pd.DataFrame(columns=cols)
-        arrs = [np.frombuffer(r[4], dtype=OP_DTYPE) for r in rows]
+        arrs = [np.frombuffer(r[4], dtype=_lf.OP_DTYPE) for r in rows]   # numpy's dtype built at first use
         n = np.array([len(a) for a in arrs])
         ops = np.concatenate(arrs)
         df = pd.DataFrame({
