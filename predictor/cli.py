@@ -132,8 +132,8 @@ def _run(a) -> int:
     calib = None
     if a.calibrate:
         from . import calibrate
-        calib = calibrate.run(a.validate.rsplit(":", 1)[0] if not os.path.exists(a.validate) else a.validate,
-                              runs, env.run, preds)
+        from . import measured as ms
+        calib = calibrate.run(ms.parse_spec(a.validate)[0], runs, env.origin, preds)
     result = _result(wf, env, preds, measured, runs, calib)
     if axes:
         result["what_if"] = whatif.run(wf, surface, axes, refine)
@@ -211,16 +211,13 @@ def _measure_all(ms, spec, files, wf):
 
 def _result(wf, env, preds, measured, runs, calib):
     rows = []
-    for p in preds:
-        d = p.to_dict()
-        m = measured.get(p.stage)
+    for d in [p.to_dict() for p in preds] + (calib or {}).get("rows", []):
+        m = measured.get(d["stage"])
         if m:
             d["measured_s"] = m["measured_s"]
-            d["error_pct"] = 100 * (p.total_s - m["measured_s"]) / m["measured_s"] if m["measured_s"] else None
+            d["error_pct"] = 100 * (d["total_s"] - m["measured_s"]) / m["measured_s"] if m["measured_s"] else None
             d["noise_pct"] = 100 * m["noise"] if m.get("noise") is not None else None
         rows.append(d)
-    if calib:
-        rows.extend(calib.get("rows", []))
     return {"workflow": wf.run or None, "envelope": {"name": env.name, "origin": env.origin,
                                                       "provenance": env.meta.get("provenance")},
             "validated_runs": runs, "predictions": rows, "measured": measured,
@@ -238,6 +235,10 @@ def _store(a, result, preds, measured, runs, env, calib):
         env_run = env.run if (env.db and os.path.samefile(env.db, db)) else None
         for d in result["predictions"]:
             m = measured.get(d["stage"])
+            with conn:   # a prediction made again replaces the earlier one (same run, stage, variant, envelope)
+                conn.execute("DELETE FROM predictions WHERE run_id = (SELECT id FROM runs WHERE name = ?) AND "
+                             "stage = ? AND variant = ? AND json_extract(inputs, '$.envelope') = ?",
+                             (runs[0], d["stage"], d["variant"], env.origin))
             pid = store.add_prediction(
                 conn, stage=d["stage"], variant=d["variant"], predicted_s=d["total_s"], run=runs[0],
                 envelope_run=env_run, N=d["N"], C=d["C"], D=d["D"], D_N=d["D_N"], alpha=d["alpha"],

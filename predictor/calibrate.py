@@ -1,0 +1,99 @@
+"""`--calibrate`: a learned correction of the refined model from the validations already in the db.
+
+A ridge regression (scikit-learn) of log(measured / predicted) on what the refined prediction is made of
+(each term's share of the time, log of the time, log of the slots and of the I/O concurrency). It is
+judged only by leave-one-run-out cross-validation: for every validated trace run, a model fit on the
+other runs predicts that run's stages. The `calibrated` rows of this prediction come from a model fit on
+every validated run except the one(s) being validated now, so it is never scored on data it was fit to.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+
+from .model import TERMS
+
+MIN_RUNS = 2
+
+
+def _features(terms: dict, total: float, slots: float, k: float) -> list[float]:
+    tot = total or 1e-12
+    return [terms.get(t, 0.0) / tot for t in TERMS] + [math.log(max(total, 1e-9)), math.log(max(slots, 1)),
+                                                         math.log(max(k, 1))]
+
+
+def history(db: str, envelope: str) -> list[dict]:
+    """Validated refined predictions made with `envelope` (its origin as stored in inputs):
+    {run, stage, x, y (log measured/predicted), predicted, measured}."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT r.name, p.stage, p.terms, p.inputs, p.predicted_s, v.measured_s FROM predictions p "
+            "JOIN validations v ON v.prediction_id = p.id JOIN runs r ON r.id = p.run_id "
+            "WHERE p.variant = 'refined' AND v.measured_s > 0 AND p.predicted_s > 0").fetchall()
+    finally:
+        conn.close()
+    out = []
+    for run, stage, terms, inputs, pred, meas in rows:
+        inp = json.loads(inputs or "{}")
+        if inp.get("envelope") != envelope:
+            continue
+        out.append({"run": run, "stage": stage, "predicted": pred, "measured": meas,
+                    "x": _features(json.loads(terms or "{}"), pred, inp.get("slots", 1), inp.get("k", 1)),
+                    "y": math.log(meas / pred)})
+    return out
+
+
+def _fit(rows):
+    from sklearn.linear_model import Ridge
+    return Ridge(alpha=1.0).fit([r["x"] for r in rows], [r["y"] for r in rows])
+
+
+def cross_validate(rows) -> dict:
+    """Leave-one-run-out: |error| % of the refined and of the calibrated prediction on each held-out run."""
+    runs = sorted({r["run"] for r in rows})
+    raw, cal = [], []
+    for held in runs:
+        train = [r for r in rows if r["run"] != held]
+        test = [r for r in rows if r["run"] == held]
+        m = _fit(train)
+        for r, corr in zip(test, m.predict([r["x"] for r in test])):
+            raw.append(abs(r["predicted"] / r["measured"] - 1) * 100)
+            cal.append(abs(r["predicted"] * math.exp(corr) / r["measured"] - 1) * 100)
+    return {"runs": len(runs), "stages": len(raw), "refined_median_abs_err_pct": _median(raw),
+            "calibrated_median_abs_err_pct": _median(cal)}
+
+
+def _median(v):
+    v = sorted(v)
+    n = len(v)
+    return None if not n else (v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2)
+
+
+def run(db: str, current_runs: list, envelope: str, preds) -> dict:
+    rows = [r for r in history(db, envelope) if r["run"] not in set(current_runs)]
+    runs = sorted({r["run"] for r in rows})
+    if len(runs) < MIN_RUNS:
+        return {"summary": f"not enough history: {len(runs)} other validated run(s) with this envelope in {db}, {MIN_RUNS} needed "
+                           "(validate more runs with mtcpredict --validate first); no calibrated variant",
+                "rows": []}
+    cv = cross_validate(rows)
+    model = _fit(rows)
+    out = []
+    for p in preds:
+        if p.variant != "refined":
+            continue
+        corr = float(model.predict([_features(p.terms, p.total_s, p.slots, p.k)])[0])
+        d = p.to_dict()
+        f = math.exp(corr)
+        d.update(variant="calibrated", total_s=p.total_s * f, terms={t: v * f for t, v in p.terms.items()},
+                 read_s=p.read_s * f, write_s=p.write_s * f, meta_s=p.meta_s * f,
+                 interval=[x * f for x in p.interval] if p.interval else None,
+                 notes=p.notes + [f"calibrated: refined x {f:.3g} (ridge regression on {len(rows)} stages of "
+                                  f"{len(runs)} other runs)"])
+        out.append(d)
+    return {"summary": f"ridge on {len(rows)} validated stages of {len(runs)} other runs; leave-one-run-out median "
+                       f"|error|: refined {cv['refined_median_abs_err_pct']:.1f} %, calibrated "
+                       f"{cv['calibrated_median_abs_err_pct']:.1f} %",
+            "cv": cv, "rows": out}
