@@ -38,6 +38,19 @@ def _defer_heavy_imports() -> None:
     import importlib.abc
     import importlib.util
 
+    class SpecKeepingModule(importlib.util._LazyModule):
+        # A second `import numpy` reads only __spec__ (is it still initialising?): answer that without loading,
+        # or each module that imports numpy after the first would load it.
+        def __getattribute__(self, attr):
+            if attr == "__spec__":
+                return object.__getattribute__(self, attr)
+            return super().__getattribute__(attr)
+
+    class SpecKeepingLoader(importlib.util.LazyLoader):
+        def exec_module(self, module):
+            super().exec_module(module)
+            module.__class__ = SpecKeepingModule
+
     class LazyHeavy(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
             if name not in _HEAVY:
@@ -46,7 +59,7 @@ def _defer_heavy_imports() -> None:
                 if finder is not self and hasattr(finder, "find_spec"):
                     spec = finder.find_spec(name, path, target)
                     if spec is not None and spec.loader is not None:
-                        spec.loader = importlib.util.LazyLoader(spec.loader)
+                        spec.loader = SpecKeepingLoader(spec.loader)
                         return spec
             return None
 

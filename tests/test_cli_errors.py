@@ -227,7 +227,7 @@ def test_printable_escapes_binary():
 # The libraries the fast paths must not import, checked in a fresh interpreter: a tracing workflow starts every
 # task through `mtcprof run` (and, on the testbed, `mtcbed exec`).
 PROBE = ("import sys; {call}\nprint(sorted(m for m in ('numpy', 'pandas', 'yaml', 'matplotlib', 'mtcio.db.ingest', "
-         "'mtcio.db.model', 'mtcio.envelope.measure', 'mtcio.testbed.bed') if m in sys.modules and "
+         "'mtcio.envelope.measure', 'mtcio.testbed.bed') if m in sys.modules and "
          "type(sys.modules[m]).__name__ == 'module'))")
 
 
@@ -236,7 +236,8 @@ PROBE = ("import sys; {call}\nprint(sorted(m for m in ('numpy', 'pandas', 'yaml'
     "from mtcio.cli import mtcprof; mtcprof(['dump', sys.argv[2]])",
     "from mtcio.testbed.cli import main; main(['exec', 'no-such-host', '--', 'true'])",
     "from mtcio.cli import mtcprof\ntry: mtcprof(['--help'])\nexcept SystemExit: pass",
-    "from mtcio.cli import mtcprof\ntry: mtcprof(['report', '--help'])\nexcept SystemExit: pass",
+    *[f"from mtcio.cli import mtcprof\ntry: mtcprof(['{c}', '--help'])\nexcept SystemExit: pass"
+      for c in ("ingest", "model", "report", "export")],
 ])
 def test_fast_paths_import_nothing_heavy(traced, call):
     logs, _ = traced

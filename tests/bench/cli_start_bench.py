@@ -3,6 +3,7 @@
 Targets (issue 13): `mtcprof run`, `mtcprof dump` and `mtcbed exec` < 50 ms; `--help` of every command and
 subcommand < 150 ms.  Each command runs BENCH_RUNS (11) times alternating with the bare interpreter; the
 median wall time of each is printed, with the libraries a command must not import checked in the same run.
+Python's byte-code cache is on (PYTHONDONTWRITEBYTECODE removed) as for a user: a warm-up run fills it.
 `mtcbed exec` without a testbed up measures its start and its read of the state file (it then exits 3); with
 one up, it runs /bin/true on the first host (nsenter and setpriv included).
 """
@@ -30,9 +31,13 @@ PROBE = ("import sys, runpy; sys.argv = {argv!r}; "
          "sys.exit((bed if sys.argv[0] == 'mtcbed' else mtcprof)(sys.argv[1:]))")
 
 
+# as a user runs them: byte-code caches written (the warm-up run writes them) and used
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def wall(argv: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     return time.perf_counter() - t0
 
 
