@@ -75,7 +75,7 @@ class Store:
     def trace_run(self, run: str | int) -> pd.Series:
         """The runs row of traced run `run` (name or id); StoreError naming the runs there are otherwise."""
         runs = self.runs()
-        row = runs[runs["id"] == run] if isinstance(run, int) else runs[runs["name"] == run]
+        row = runs[runs["id"] == run] if isinstance(run, int) else runs[runs["name"] == self._name(run)]
         if not len(row):
             raise store.StoreError(f"no run named {run!r} in {self.path} "
                                    f"(runs: {', '.join(runs['name']) or 'none'})")
@@ -196,8 +196,11 @@ class Store:
                          "replica_hosts AS replicas, resolved_at FROM files WHERE run_id = ?", (rid,))
         kid, keys = pd.factorize(files["key"])
         files["kid"] = kid
-        kinfo = files.groupby("kid").agg(on_gfarm=("on_gfarm", "max"), size=("size", "max"),
-                                         replicas=("replicas", "max"), resolved_at=("resolved_at", "max"))
+        if files["kid"].is_unique:      # one trace path per file (the usual case): no per-group Python work
+            kinfo = files.set_index("kid")[["on_gfarm", "size", "replicas", "resolved_at"]].sort_index()
+        else:
+            kinfo = files.groupby("kid").agg(on_gfarm=("on_gfarm", "max"), size=("size", "max"),
+                                             replicas=("replicas", "max"), resolved_at=("resolved_at", "max"))
         kinfo["key"] = np.asarray(keys, dtype=object)
         raw["kid"] = pd.Series(kid, index=files["id"]).reindex(raw["file_id"]).to_numpy()
         raw["created"] = raw["flags"] & 1

@@ -12,7 +12,9 @@ Trace Event Format, JSON object form ({"traceEvents": [...]}):
     pipeline's processes or a program's threads doing I/O at the same time) goes to an extra track of the same
     task ("<task> [<stage>] #2" ...).  Processes that belong to no task get a track of their own.
 ts and dur are microseconds (fractions keep the nanoseconds) since the run's first task start; the absolute
-CLOCK_REALTIME start is in otherData.t0_realtime_ns.
+CLOCK_REALTIME start is in otherData.t0_realtime_ns.  Names are shown readably (bytes that are not UTF-8 as \\xNN).
+Records the shim dropped at its limits are counted in a task's args (files_dropped, ops_dropped) and in
+otherData.  The file is written mode 0600.
 """
 from __future__ import annotations
 
@@ -107,6 +109,8 @@ def chrome_trace(s, run, with_ops: bool = True) -> dict:
                 "exit_status": t.exit_status, "processes": t.n_processes, "bytes_read": t.bytes_read,
                 "bytes_written": t.bytes_written, "files_read": t.files_read, "files_written": t.files_written,
                 "time_in_io_s": t.t_io_s, "alpha": t.alpha}
+        if t.files_dropped or t.ops_dropped:    # its numbers lack what the shim dropped at its limits
+            args.update(files_dropped=t.files_dropped, ops_dropped=t.ops_dropped)
         events.append((start, -dur, pid, tid, {
             "ph": "X", "cat": "task", "name": t.stage if isinstance(t.stage, str) else str(t.name),
             "pid": pid, "tid": tid, "ts": _us(start - t0), "dur": _us(dur),
@@ -142,6 +146,9 @@ def chrome_trace(s, run, with_ops: bool = True) -> dict:
                 "dur": _us(dur), "args": {k: v for k, v in args.items() if v is not None and v == v}}))
     else:
         other["ops"] = 0
+    if tasks["files_dropped"].any() or tasks["ops_dropped"].any():
+        other["dropped"] = {"files": int(tasks["files_dropped"].sum()), "ops": int(tasks["ops_dropped"].sum()),
+                            "note": "records the shim dropped at its limits: task numbers and ops lack them"}
     events.sort(key=lambda e: (e[0], e[1], e[2], e[3]))
     return {"traceEvents": meta + [e[4] for e in events], "displayTimeUnit": "ms", "otherData": other}
 
@@ -161,19 +168,20 @@ def main(args: argparse.Namespace) -> int:
         print(f"{PROG}: {args.db}: no such database", file=sys.stderr)
         return 1
     try:
-        with Store(args.db) as s:
+        with Store(args.db, readable=True) as s:
             trace = chrome_trace(s, args.run, with_ops=not args.no_ops)
         if args.output == "-":
             json.dump(trace, sys.stdout, separators=(",", ":"))
             sys.stdout.write("\n")
         else:
-            tmp = args.output + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(trace, f, separators=(",", ":"))
-            os.replace(tmp, args.output)
+            _store.write_private(args.output, json.dumps(trace, separators=(",", ":")))
     except BrokenPipeError:     # `-o - | head`: the reader has seen enough; mtcprof's guard ends quietly, exit 0
         raise
-    except (_store.StoreError, OSError) as e:
+    except OSError as e:
+        where = f"{_store.readable(e.filename)}: " if e.filename else ""
+        print(f"{PROG}: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+    except _store.StoreError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 1
     o = trace["otherData"]

@@ -1,6 +1,9 @@
 """`mtcprof model --db DB --run R -o workflow.yaml`: the per-stage workflow model the predictor reads.
 
-The schema is db/workflow_model.py (one loader, used by mtcpredict too); see db/README.md.
+The schema is db/workflow_model.py (one loader, used by mtcpredict too); see db/README.md.  The file is written
+mode 0600 (a trace's paths and names are private).  A stage whose processes dropped records at the shim's limits
+carries `x-dropped: {files: F, ops: O}`: its numbers lack those files and ops.  Names that are not UTF-8 keep their
+exact bytes (YAML "\\uDCxx" escapes; os.fsencode gives the bytes back).
 """
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ import numpy as np
 from mtcio.db import store
 from mtcio.db.api import Store
 from mtcio.db.workflow_model import (Dist, Measured, Metadata, Read, Shared, Stage, StageEnvelope, Workflow, Write,
-                                     save)
+                                     from_dict, to_dict)
+
+HEADER = "# mtcio workflow model (schema: db/workflow_model.py, db/README.md)\n"
 
 
 def _f(x):
@@ -37,6 +42,24 @@ def _dist(values) -> Dist | None:
 def _num(x):
     x = float(x)
     return int(x) if x == int(x) and abs(x) < 2 ** 53 else round(x, 6)
+
+
+def dropped(s: Store, run, scope: str = "auto") -> dict:
+    """{stage name in the model: {"files": F, "ops": O}} for stages whose processes dropped records."""
+    st = s.stages(run, scope)
+    return {(r.stage or "(none)"): {"files": int(r.files_dropped), "ops": int(r.ops_dropped)}
+            for r in st.itertuples() if r.files_dropped or r.ops_dropped}
+
+
+def text(wf: Workflow, drops: dict | None = None) -> str:
+    """The model's YAML (what load() reads back), with x-dropped on the stages in `drops`."""
+    import yaml
+    d = to_dict(wf)
+    for st in d["stages"]:
+        if st["name"] in (drops or {}):
+            st["x-dropped"] = drops[st["name"]]
+    from_dict(d)                    # never write what load() would refuse
+    return HEADER + yaml.safe_dump(d, sort_keys=False, default_flow_style=None, width=120)
 
 
 def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -> Workflow:
@@ -107,9 +130,17 @@ def main(args: argparse.Namespace) -> int:
         wf = build(s, args.run, args.files, args.envelope_run)
         if args.envelope_run:
             store.run_id(s.conn, args.envelope_run)
-        save(wf, args.output)
-    except (store.StoreError, ValueError, OSError) as e:
+        drops = dropped(s, args.run, args.files)
+        store.write_private(args.output, text(wf, drops))
+    except OSError as e:
+        where = f"{store.readable(e.filename)}: " if e.filename else ""
+        print(f"mtcprof model: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+    except (store.StoreError, ValueError) as e:
         print(f"mtcprof model: {e}", file=sys.stderr)
         return 2
+    for name, d in drops.items():
+        print(f"mtcprof model: warning: stage {store.readable(name)}: the shim dropped {d['files']:,} file records "
+              f"and {d['ops']:,} ops at its limits; the stage's numbers lack them (x-dropped)", file=sys.stderr)
     print(f"mtcprof model: {len(wf.stages)} stages -> {args.output}", file=sys.stderr)
     return 0

@@ -3,7 +3,8 @@
 The page has the run's summary, the stage table (tasks, bytes, time in I/O, alpha, access classes), read locality per
 stage and per host, the busiest files, access-size histograms per stage and a task timeline (host x time, coloured by
 stage).  Figures are PNGs drawn with matplotlib (Agg), embedded as base64 data URIs and also written next to the page;
-CSS is inline and there is no script, so the page opens anywhere, offline.
+CSS is inline and there is no script, so the page opens anywhere, offline.  The folder is created 0700, its files
+0600 (a trace's paths and commands are private).  Names that are not UTF-8 are shown with \\xNN for their bytes.
 """
 from __future__ import annotations
 
@@ -314,7 +315,7 @@ def build_report(s, run, outdir: str, top: int = 20, db_path: str | None = None)
     """Write outdir/index.html (and the PNGs beside it) for `run` of the open api.Store `s`; returns the page's path."""
     row = s.trace_run(run)
     name, rid = row["name"], int(row["id"])
-    os.makedirs(outdir, exist_ok=True)
+    _store.private_dir(outdir)
     made = _dt.datetime.now().astimezone()
     tasks = s.tasks(rid)
     head = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -337,10 +338,7 @@ def build_report(s, run, outdir: str, top: int = 20, db_path: str | None = None)
 def _write(outdir: str, parts: list[str]) -> str:
     parts.append("</body></html>\n")
     path = os.path.join(outdir, "index.html")
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("".join(parts))
-    os.replace(tmp, path)
+    _store.write_private(path, "".join(parts))
     return path
 
 
@@ -351,14 +349,13 @@ def _warnings_section(s, rid) -> str:
     rows = [f'<tr><td class="path">{_e(r.log_path)}</td>{_num(fmt_int(r.offset))}<td>{_e(r.message)}</td></tr>'
             for r in w.head(50).itertuples()]
     more = f"<p class=note>… and {len(w) - 50:,} more.</p>" if len(w) > 50 else ""
-    return (f'<h2 id="warnings">Ingest warnings ({len(w):,})</h2><p class="warn">Some logs were truncated or '
-            f"corrupt; the numbers above leave out what they lost.</p>"
+    return (f'<h2 id="warnings">Ingest warnings ({len(w):,})</h2><p class="warn">Damaged logs, records the shim '
+            f"dropped, unresolved replicas: the numbers above leave out what these lost.</p>"
             + _table(["log", "offset", "message"], rows) + more)
 
 
 def _save(outdir: str, name: str, png: bytes) -> bytes:
-    with open(os.path.join(outdir, name), "wb") as f:
-        f.write(png)
+    _store.write_private(os.path.join(outdir, name), png)
     return png
 
 
@@ -380,6 +377,7 @@ def _body(s, rid, tasks: pd.DataFrame, outdir: str, top: int) -> list[str]:
     t0, t1 = int(tasks["start_ns"].min()), int(tasks["end_ns"].max())
     failed = int((tasks["exit_status"].fillna(0) != 0).sum())
     n_ops = int(procs["ops_traced"].fillna(0).sum()) if "ops_traced" in procs else 0
+    files_dropped, ops_dropped = int(procs["files_dropped"].fillna(0).sum()), int(procs["ops_dropped"].fillna(0).sum())
     hosts = sorted(tasks["host"].dropna().unique())
     summ = [("tasks", f"{len(tasks):,}" + (f" ({failed:,} failed)" if failed else "")),
             ("stages", f"{len(st):,}"),
@@ -392,10 +390,18 @@ def _body(s, rid, tasks: pd.DataFrame, outdir: str, top: int) -> list[str]:
             ("time in I/O calls", f"{fmt_s(tasks['t_io_s'].sum())} summed over tasks "
                                   f"({fmt_frac(tasks['t_io_s'].sum() / max(tasks['duration_s'].sum(), 1e-12))} "
                                   f"of task time)"),
-            ("op trace", f"{n_ops:,} operations traced" if n_ops else "not recorded (run with MTCPROF_TRACE=ops)"),
+            ("op trace", (f"{n_ops:,} operations traced" if n_ops else "not recorded (run with MTCPROF_TRACE=ops)")
+             + (f' <span class="warn">+ {ops_dropped:,} dropped (over MTCPROF_TRACE_MAX)</span>' if ops_dropped
+                else "")),
             ("files in the analyses", "Gfarm files only" if scope_gfarm else "all files the tasks touched")]
     out.append('<h2 id="summary">Summary</h2><dl class="summary">' +
                "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in summ) + "</dl>")
+    if files_dropped or ops_dropped:
+        n = int(((procs["files_dropped"].fillna(0) > 0) | (procs["ops_dropped"].fillna(0) > 0)).sum())
+        out.append(f'<p class="warn" id="dropped">Incomplete counts: {n:,} processes went past the shim\'s limits '
+                   f"and dropped {files_dropped:,} file records (more than 65,536 files in one process) and "
+                   f"{ops_dropped:,} ops (more than MTCPROF_TRACE_MAX). Bytes, files, times and ops of what was "
+                   f"dropped are missing from every number below; stages marked † are affected.</p>")
     nav = ["stages", "locality", "files", "histograms", "timeline"]
     out.append('<p class="meta">Sections: ' + " · ".join(f'<a href="#{n}">{n}</a>' for n in nav) + "</p>")
 
@@ -406,8 +412,9 @@ def _body(s, rid, tasks: pd.DataFrame, outdir: str, top: int) -> list[str]:
         sname = r.stage or ""
         sw = f'<span class="swatch" style="background:{_hex(colors[sname or "(no stage)"])}"></span>'
         share = r.t_io_s / dur.get(sname, 0) if dur.get(sname, 0) > 0 else float("nan")
+        mark = " †" if r.files_dropped or r.ops_dropped else ""
         rows.append(
-            f"<tr><td class=\"name\">{sw}{_e(sname or '(no stage)')}</td>"
+            f"<tr><td class=\"name\">{sw}{_e(sname or '(no stage)')}{mark}</td>"
             f"{_num(fmt_int(r.tasks))}{_num(fmt_int(r.hosts))}"
             f"{_num(fmt_s(r.span_s))}{_num(fmt_int(r.failed))}"
             f"{_bytes_cell(r.bytes_read)}{_bytes_cell(r.bytes_written)}"
@@ -524,13 +531,14 @@ def main(args: argparse.Namespace) -> int:
         print(f"{PROG}: {args.db}: no such database", file=sys.stderr)
         return 1
     try:
-        with Store(args.db) as s:
+        with Store(args.db, readable=True) as s:
             path = build_report(s, args.run, args.output, top=args.top, db_path=args.db)
     except _store.StoreError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
+        where = f"{_store.readable(e.filename)}: " if e.filename else ""
+        print(f"{PROG}: {where}{e.strerror or e}", file=sys.stderr)
         return 1
-    print(path)
+    print(_store.readable(path))
     return 0

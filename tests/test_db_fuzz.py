@@ -120,7 +120,7 @@ def test_ingest_of_a_folder_of_damaged_logs(real_logs, tmp_path):
         (logs / os.path.basename(p)).write_bytes(b)
     (big_name, big), = [(p, b) for p, b in real_logs.items() if len(b) == max(map(len, real_logs.values()))]
     damaged = {"a-cut.mtclog": big[:len(big) // 2], "a-cut-end.mtclog": big[:-8],
-               "a-zero-record.mtclog": big[:-16] + bytes(8), "a-short-record.mtclog": big[:-16] + bytes([2, 0, 0, 0]) +
+               "a-zero-record.mtclog": big[:-16] + bytes(8), "a-short-record.mtclog": big[:-24] + bytes([2, 0, 0, 0]) +
                bytes(4),
                "a-deleted.mtclog": big[:40] + big[41:], "a-noise.mtclog": os.urandom(300),
                "a-empty.mtclog": b""}
