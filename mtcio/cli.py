@@ -91,7 +91,11 @@ def _check_db_arg(prog: str, args) -> int | None:
 
 
 def mtcprof(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    # guarded as a whole too: a Ctrl-C while the subcommand's module is still being imported is one line, 130
+    return guard("mtcprof", _mtcprof, sys.argv[1:] if argv is None else list(argv))
+
+
+def _mtcprof(argv: list) -> int:
     p = argparse.ArgumentParser(
         prog="mtcprof",
         description="mtcprof: per-task file I/O profiling of many-task workflows. An LD_PRELOAD shim writes one "
@@ -141,8 +145,12 @@ def mtcenvelope(argv=None) -> int:
             bad = _check_db_arg(f"mtcenvelope {opts[0]}" if opts else "mtcenvelope", argparse.Namespace(db=db))
             if bad is not None:
                 return bad
-    from mtcio.envelope.cli import main
-    return guard("mtcenvelope", main, argv)
+
+    def run(argv):
+        from mtcio.envelope.cli import main
+        return main(argv)
+
+    return guard("mtcenvelope", run, argv)
 
 
 def _not_yet(name: str) -> int:

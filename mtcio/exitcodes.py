@@ -50,8 +50,8 @@ def printable(text, limit: int = 200) -> str:
 
 
 def quiet_broken_pipe() -> None:
-    """The reader of our stdout went away (`... | head`): point stdout at /dev/null so that the interpreter's
-    final flush does not complain."""
+    """The reader of our stdout went away (`... | head`), or we were interrupted: point stdout at /dev/null so
+    that the interpreter's final flush neither complains nor blocks."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError:
@@ -68,6 +68,7 @@ def guard(prog: str, fn, *args) -> int:
         return OK if rc is None else rc
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
+        quiet_broken_pipe()         # drop what is still buffered: a stalled reader must not hold up the exit
         return INTERRUPTED
     except BrokenPipeError:
         quiet_broken_pipe()

@@ -97,6 +97,14 @@ def _print_status(st):
 
 
 def main(argv=None):
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:       # also while still importing or parsing
+        print("mtcbed: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _main(argv=None):
     args = _parser().parse_args(argv)
     if args.cmd == "exec":
         if os.geteuid() != 0:

@@ -255,3 +255,16 @@ def test_envelope_db_that_is_a_folder(tmp_path, argv):
     r = sh(os.path.join(BIN, "mtcenvelope"), *argv, "--db", str(tmp_path))
     assert r.returncode == 2
     assert one_line(r.stderr) == f"mtcenvelope {argv[0]}: --db {tmp_path} is a folder, not a database file"
+
+
+def test_ctrl_c_while_writing_to_a_stalled_reader(traced):
+    """Ctrl-C in a subcommand: one line, exit 130, and no hang on the output nobody reads."""
+    logs, _ = traced
+    log = os.path.join(logs, os.listdir(logs)[0])
+    p = subprocess.Popen([MTCPROF, "dump", log], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.read(1) == b"{"
+    time.sleep(0.5)                 # the dump (MiBs of op lines) fills the pipe and blocks in write()
+    assert p.poll() is None
+    p.send_signal(signal.SIGINT)
+    assert p.wait(timeout=20) == 130
+    assert p.stderr.read() == b"mtcprof dump: interrupted\n"
