@@ -5,6 +5,8 @@
 #   MTCPROF_HOSTS="mtc-node1:3 mtc-node2:3"      hosts and slots (default 1 slot each)
 #   MTCPROF_LAUNCHER="mtcbed exec {host} --"    argv prefix; ssh-like launchers ("ssh {host}") get the
 #                                               command as one quoted command line
+#   MTCPROF_GFARM_CMD="mtcbed exec mtc-node1 --"  prefix that runs Gfarm's client commands (gfwhere, gfls)
+#                                               (default: the launcher on the first host)
 #   MTCPROF_MOUNT="/mnt/mtcbed/{host}"          where a host sees the gfarm2fs mount that holds the Rakefile's
 #                                               folder: commands start there, so outputs are written on the host
 require "shellwords"
@@ -66,28 +68,49 @@ module MtcIO
       m ? [m, path[m.size..].sub(%r{\A/}, "")] : [nil, nil]
     end
 
-    # Input bytes per host: the task's prerequisites that are files on Gfarm, located with one gfwhere call.
+    # Input bytes per host: the task's prerequisites that are files on Gfarm, their sizes and replica hosts
+    # asked from Gfarm in one call (this host's gfarm2fs may still hold the attributes of an output that
+    # another host has just written).
     def input_bytes(task)
-      sizes = {}
-      task.prerequisites.each do |p|
-        path = File.expand_path(p)
-        next unless File.file?(path)
-        mount, rel = split_mount(path)
-        sizes["/" + rel] = (sizes["/" + rel] || 0) + File.size(path) if mount
+      paths = task.prerequisites.map { |p| File.expand_path(p) }.uniq.filter_map do |p|
+        mount, rel = split_mount(p)
+        "/" + rel if mount && File.exist?(p)
       end
-      return {} if sizes.empty?
+      return {} if paths.empty?
+      sizes, where = gfarm_info(paths)
       by_host = Hash.new(0)
-      where(sizes.keys).each { |gpath, hs| hs.each { |h| by_host[h] += sizes[gpath] } }
+      where.each { |gpath, hs| hs.each { |h| by_host[h] += sizes.fetch(gpath, 0) } }
       by_host
     end
 
-    def gfwhere_argv(paths)
-      (Trace.gfwhere_cmd ? Trace.gfwhere_cmd + ["--"] + paths : launch(hosts.first, ["gfwhere", "--"] + paths))
+    GFARM_INFO = 'gfwhere -- "$@"; echo @@mtcio@@; gfls -l -- "$@"'
+
+    def gfarm_cmd
+      Trace.gfarm_cmd || @launcher.map { |w| w.gsub("{host}", hosts.first) }
     end
 
-    # gfwhere's answer: one path -> a bare host list; several -> "path:" blocks.
-    def where(paths)
-      out = IO.popen(gfwhere_argv(paths), err: File::NULL, &:read)
+    # ({path => size}, {path => [hosts]}) from gfwhere and gfls: one path -> a bare host list, several ->
+    # "path:" blocks; gfls -l lines end with the path, the size is the 5th field.
+    def gfarm_info(paths)
+      argv = ["sh", "-c", GFARM_INFO, "sh", *paths]
+      argv = [Shellwords.join(argv)] if @quoted && Trace.gfarm_cmd.nil?
+      out = IO.popen(gfarm_cmd + argv, err: File::NULL, &:read)
+      where_out, ls_out = out.split("@@mtcio@@\n", 2)
+      [parse_gfls(ls_out.to_s, paths), parse_gfwhere(where_out.to_s, paths)]
+    rescue SystemCallError => e
+      Trace.warn_once("cannot ask Gfarm where the inputs are (#{e.message}); tasks are placed by load only")
+      [{}, {}]
+    end
+
+    def parse_gfls(out, paths)
+      want = paths.to_h { |p| [p, true] }
+      out.each_line.filter_map do |l|
+        f = l.chomp.split(/\s+/, 9)
+        [f[8], f[4].to_i] if f.size == 9 && want[f[8]] && f[4].match?(/\A\d+\z/)
+      end.to_h
+    end
+
+    def parse_gfwhere(out, paths)
       return { paths[0] => out.split } if paths.size == 1
       res = {}
       cur = nil
@@ -101,9 +124,6 @@ module MtcIO
         end
       end
       res
-    rescue SystemCallError => e
-      Trace.warn_once("gfwhere failed (#{e.message}); tasks are placed by load only")
-      {}
     end
 
     # Short-name match too: gfwhere may print a host's full name.
@@ -121,6 +141,7 @@ module MtcIO
           unless free.empty?
             best = free.max_by { |h| [bytes_on(by_host, h), -@busy[h].fdiv(@slots[h]), -hosts.index(h)] }
             @busy[best] += 1
+            $stderr.puts "mtcprof: #{task.name} -> #{best} (input bytes #{by_host})" if Trace.verbose?
             return best
           end
           @free.wait(@lock)

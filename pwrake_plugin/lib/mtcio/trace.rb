@@ -11,7 +11,9 @@
 #   MTCPROF_DB                SQLite store the run is ingested into (default: ./mtcprof.db)
 #   MTCPROF_INGEST=off        do not ingest at the end
 #   MTCPROF_CMD               the mtcprof command (default: mtcprof on PATH)
-#   MTCPROF_GFWHERE           gfwhere command for placement and ingest (e.g. "mtcbed exec mtc-node1 -- gfwhere")
+#   MTCPROF_GFARM_CMD         prefix that runs Gfarm's client commands for placement and ingest
+#                             (e.g. "mtcbed exec mtc-node1 --"; default: the placement launcher, or none)
+#   MTCPROF_VERBOSE=1         say where each task is placed and why
 #   MTCPROF_INCLUDE, MTCPROF_EXCLUDE, MTCPROF_TRACE   passed on to the shim
 
 require "shellwords"
@@ -30,6 +32,11 @@ module MtcIO
     def env_on?(name)
       v = ENV[name]
       v.nil? || !OFF_WORDS.include?(v.strip.downcase)
+    end
+
+    def verbose?
+      @verbose = !ENV["MTCPROF_VERBOSE"].to_s.empty? && env_on?("MTCPROF_VERBOSE") if @verbose.nil?
+      @verbose
     end
 
     def warn_once(msg)
@@ -168,8 +175,16 @@ module MtcIO
       Shellwords.split(ENV["MTCPROF_CMD"].to_s.empty? ? "mtcprof" : ENV["MTCPROF_CMD"])
     end
 
+    # Prefix that runs a Gfarm client command (gfwhere, gfls), e.g. "mtcbed exec mtc-node1 --"; nil: not set.
+    def gfarm_cmd
+      v = ENV["MTCPROF_GFARM_CMD"]
+      v.nil? || v.strip.empty? ? nil : Shellwords.split(v)
+    end
+
+    # gfwhere for ingest: MTCPROF_GFARM_CMD, else the placement's launcher, else ingest's own default.
     def gfwhere_cmd
-      ENV["MTCPROF_GFWHERE"].to_s.empty? ? nil : Shellwords.split(ENV["MTCPROF_GFWHERE"])
+      pre = gfarm_cmd || (defined?(MtcIO::Placement) && MtcIO::Placement.on? ? MtcIO::Placement.gfarm_cmd : nil)
+      pre && pre + ["gfwhere"]
     end
 
     # Hooks that run after the ingest (the Pwrake profile import).

@@ -1,0 +1,73 @@
+"""The Rake plugin with placement on the real 4-host testbed (Debian's rake, `rake -m -j 12`): a rule, a 12-task
+multitask fan-out whose inputs sit 3 per host, and a gather task.  Every task is in the db exactly once, with
+its stage and the host it ran on; each fan-out task ran on the host holding its input (3 slots per host, so a
+slot was always free); the gather task ran on the host holding most of its input bytes; outputs are stored
+where they were written (gfwhere)."""
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from mtcio import pwrake_plugin
+from mtcio.preload.testing import LIB, ensure_built
+
+pytestmark = [pytest.mark.testbed,
+              pytest.mark.skipif(shutil.which("rake") is None, reason="rake is not installed (Debian package rake)")]
+FIX = os.path.join(os.path.dirname(__file__), "fixtures", "pwrake")
+MTCPROF = os.path.join(os.path.dirname(sys.executable), "mtcprof")
+MTCBED = f"{sys.executable} -m mtcio.testbed.cli"
+N = 12
+
+
+def test_fanout_with_placement(testbed, tmp_path):
+    if not os.path.exists(LIB):
+        ensure_built()
+    hosts = testbed.hosts[:4]
+    top = f"/plg-{os.getpid()}"
+    logs = tempfile.mkdtemp(prefix="mtcplg.")
+    try:
+        os.chmod(logs, 0o1777)                 # tasks run as the testbed user
+        testbed.exec(hosts[0], ["mkdir", "-p", testbed.mount(hosts[0]) + top])
+        size = {i: 10_000 * (i + 1) for i in range(N)}
+        home = {i: hosts[i % 4] for i in range(N)}       # input i is stored on host i mod 4
+        for i in range(N):
+            testbed.exec(home[i], ["sh", "-c", f"head -c {size[i]} /dev/urandom > {testbed.mount(home[i])}{top}/d{i}.in"])
+        for i in range(N):
+            assert testbed.where(f"{top}/d{i}.in") == [home[i]]
+        master = testbed.mount(hosts[0]) + top           # the master's folder, through host 1's mount
+        shutil.copy(os.path.join(FIX, "fanout.Rakefile"), master + "/Rakefile")
+        db = str(tmp_path / "bed.db")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
+        env.update(MTCPROF_CMD=MTCPROF, MTCPROF_LIB=LIB, MTCPROF_DIR=logs, MTCPROF_RUN="fan", MTCPROF_DB=db,
+                   MTCPROF_HOSTS=" ".join(f"{h}:3" for h in hosts), MTCPROF_LAUNCHER=f"{MTCBED} exec {{host}} --",
+                   MTCPROF_MOUNT="/mnt/mtcbed/{host}", MTCPROF_VERBOSE="1")
+        r = subprocess.run(["rake", "-I", pwrake_plugin.path(), "-r", "mtcio/rake", "-m", "-j", str(N)],
+                           cwd=master, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert "mtcprof: warning" not in r.stderr, r.stderr        # (ingest may warn about the folder itself)
+        assert f"mtcprof: run fan stored in {db}" in r.stderr
+
+        con = sqlite3.connect(db)
+        rows = con.execute("SELECT t.name, t.attempt, t.stage, h.name, t.exit_status, t.bytes_read, "
+                           "t.bytes_written_local FROM tasks t JOIN hosts h ON h.id = t.host_id").fetchall()
+        con.close()
+        got = {row[0]: row[1:] for row in rows}
+        assert len(rows) == len(got) == N + 1              # every task exactly once
+        # the gather task's input bytes per host: 15, 18, 21, 24 x 10 kB -> the 4th host
+        expect = {f"d{i}.proj": (1, ".proj", home[i], 0, size[i], size[i] + len(home[i]) + 1) for i in range(N)}
+        total = sum(size.values())
+        expect["all.sum"] = (1, "gather", hosts[3], 0, total, len(f"{total}\n"))
+        assert got == expect, r.stderr
+        for i in range(N):                                  # where each task really ran, and its outputs
+            assert testbed.exec(hosts[0], ["cat", f"{testbed.mount(hosts[0])}{top}/d{i}.proj.host"]).stdout \
+                == home[i] + "\n"
+            assert testbed.where(f"{top}/d{i}.proj") == [home[i]]
+            assert testbed.where(f"{top}/d{i}.proj.host") == [home[i]]
+        assert testbed.where(f"{top}/all.sum") == [hosts[3]]
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+        testbed.exec(hosts[0], ["rm", "-rf", testbed.mount(hosts[0]) + top], check=False)
