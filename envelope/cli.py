@@ -90,8 +90,8 @@ def parser() -> argparse.ArgumentParser:
                    help="repeat a point until the 90%% interval of its mean is within "
                    "+-FRACTION of the mean (default 0.05), its share of --time-budget is "
                    "spent or --max-repeat is reached; 0 = exactly --repeat repeats")
-    m.add_argument("--max-repeat", type=int, default=30, help="repeats per point at most "
-                   "(default 30)")
+    m.add_argument("--max-repeat", type=int, default=None, help="repeats per point at most "
+                   "(default 30, or --repeat if larger)")
     m.add_argument("--time-budget", type=float, default=270.0, metavar="SECONDS",
                    help="time for the whole sweep's extra repeats (default 270: the default "
                    "sweep on a 4-host testbed stays within 5 minutes); each point gets its "
@@ -158,7 +158,7 @@ def parser() -> argparse.ArgumentParser:
                     help="default: from the -o suffix, else yaml")
     ex.add_argument("-o", "--output", help="file, or - for stdout (default stdout)")
 
-    pl = sub.add_parser("plot", help="one PNG per metric (like the seed's Figs. 5-13) + index.html")
+    pl = sub.add_parser("plot", help="one PNG per metric (ops/s or MiB/s over total processes, a line per file size) + index.html")
     pl.add_argument("--db", required=True)
     pl.add_argument("--name", help="run (default: the latest envelope run)")
     pl.add_argument("-o", "--output", required=True, metavar="DIR")
@@ -198,6 +198,8 @@ def main(argv=None) -> int:
 def cmd_measure(a) -> int:
     from . import measure as M
     name = a.name or time.strftime("envelope-%Y%m%d-%H%M%S")
+    if a.max_repeat is None:
+        a.max_repeat = max(30, a.repeat)
     if a.repeat < 1 or a.max_repeat < a.repeat or a.precision < 0 or a.time_budget < 0:
         raise ValueError("need 1 <= --repeat <= --max-repeat, --precision >= 0 and "
                          "--time-budget >= 0")

@@ -24,6 +24,10 @@ TITLES = {
     "BN": ("Fig. 11", "N-to-1 read bandwidth"),
     "TL": ("Fig. 12", "write throughput (local)"),
     "BL": ("Fig. 13", "write bandwidth (local)"),
+    # what some tools measure instead of a core metric (envelope/README.md, "Metrics")
+    "Tmu": ("", "create throughput, one directory per process"),
+    "TNp": ("", "N-to-1 partitioned read throughput (1/N slice per process)"),
+    "BNp": ("", "N-to-1 partitioned read bandwidth (1/N slice per process)"),
 }
 
 
@@ -89,9 +93,9 @@ def plot(db: str, name: str | None, outdir: str) -> list[str]:
         else:
             ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-        fig_no, title = TITLES[metric]
+        _, title = TITLES[metric]
         hosts = sorted(set(d["hosts"]))
-        ax.set_title(f"{metric}: {title}\n(cf. seed {fig_no}; run {run}, hosts {hosts}, "
+        ax.set_title(f"{metric}: {title}\n(run {run}, hosts {hosts}, "
                      f"bars = min..max of repeats)", fontsize=9)
         ax.legend(title="file size", fontsize=8, title_fontsize=8)
         fig.tight_layout()

@@ -211,6 +211,7 @@ def test_link_rate_makes_remote_reads_slower(bare_machine, tmp_path):
     mtcbed("up", "--nodes", "2", "--link-rate", "100mbit")
     db = tmp_path / "n.db"
     measure("--db", db, "--name", "net", "--sizes", "16m", "--procs", "1", "--repeat", "2",
+            "--precision", "0",
             "--metrics", "T1L,B1L,T1R,B1R")
     df = load(db, "net")
     assert df["ok"].all(), df["error"].tolist()
