@@ -1,0 +1,448 @@
+/* mtcprof shim: writing the log (async-signal-safe).  See shim.h and FORMAT.md. */
+#include "shim.h"
+
+/* ---------------------------------------------------------------- log writer (async-signal-safe) */
+static char g_wbuf[1 << 16];
+static size_t g_wlen;
+static int g_wfd, g_werr, g_nrec;
+static uint64_t g_wtotal;
+static double g_scale;                /* ns per tick */
+
+static void wb_flush(void)
+{
+    if (g_wlen && !g_werr && sys_write_all(g_wfd, g_wbuf, g_wlen) < 0) g_werr = errno ? errno : EIO;
+    g_wtotal += g_wlen;
+    g_wlen = 0;
+}
+static void wb_put(const void *p, size_t n)
+{
+    const char *s = p;
+    while (n) {
+        size_t k = sizeof g_wbuf - g_wlen;
+        if (k > n) k = n;
+        memcpy(g_wbuf + g_wlen, s, k);
+        g_wlen += k; s += k; n -= k;
+        if (g_wlen == sizeof g_wbuf) wb_flush();
+    }
+}
+static void wb_pad(size_t n)
+{
+    static const char z[8];
+    if (n % 8) wb_put(z, 8 - n % 8);
+}
+static void wb_rec(uint16_t type, uint32_t len)
+{
+    uint16_t h[2] = {type, 0};
+    wb_put(h, 4);
+    wb_put(&len, 4);
+    g_nrec++;
+}
+static void wb_str(uint32_t key, const char *s, size_t n)
+{
+    uint32_t len = (uint32_t)((8 + n + 7) & ~(size_t)7);
+    wb_rec(R_STR, len);
+    uint32_t kv[2] = {key, (uint32_t)n};
+    wb_put(kv, 8);
+    wb_put(s, n);
+    wb_pad(n);
+}
+static inline uint64_t tick_ns(uint64_t t) { return t ? g_real0 + (uint64_t)((double)(int64_t)(t - g_tick0) * g_scale) : 0; }
+static inline uint64_t dur_ns(uint64_t d) { return (uint64_t)((double)d * g_scale); }
+
+int frec_active(const struct frec *f)
+{
+    if (!f->path_len) return 0;
+    for (int i = 0; i < NHOT; i++)
+        if (f->c[i]) return 1;
+    for (int i = 0; i < NWIDE; i++)
+        if (f->w[i]) return 1;
+    const struct fcold *x = cold_if(f);
+    if (x) {
+        for (int i = 0; i < NCOLD; i++)
+            if (x->c[i]) return 1;
+        for (int i = 0; i < NHOT; i++)
+            if (x->c_hi[i]) return 1;
+    }
+    return 0;
+}
+/* directories already written as DIR records: the last few, most recent first (files come in creation order, so
+ * neighbours nearly always share one of a few folders) */
+#define MRU_N 8
+struct dir_mru {
+    uint32_t n, next_id;
+    uint32_t id[MRU_N], len[MRU_N];
+    const char *s[MRU_N];
+};
+/* put (id, d, len) first, shifting entries 0..k-1 down over slot k */
+static uint32_t mru_front(struct dir_mru *m, uint32_t k, uint32_t id, const char *d, uint32_t len)
+{
+    for (; k > 0; k--) { m->id[k] = m->id[k - 1]; m->len[k] = m->len[k - 1]; m->s[k] = m->s[k - 1]; }
+    m->id[0] = id; m->len[0] = len; m->s[0] = d;
+    return id;
+}
+static uint32_t dir_id(struct dir_mru *m, const char *d, uint32_t len)
+{
+    for (uint32_t k = 0; k < m->n; k++)
+        if (m->len[k] == len && !memcmp(m->s[k], d, len)) return mru_front(m, k, m->id[k], m->s[k], len);
+    uint32_t id = m->next_id++;
+    uint32_t rl = (uint32_t)((8 + len + 7) & ~7u);
+    wb_rec(R_DIR, rl);
+    uint32_t kv[2] = {id, len};
+    wb_put(kv, 8);
+    wb_put(d, len);
+    wb_pad(len);
+    return mru_front(m, m->n < MRU_N ? m->n++ : MRU_N - 1, id, d, len);
+}
+/* FILE record (FORMAT.md): present slots as u32, or u64 when they do not fit; the name relative to a DIR record */
+static void wb_file(const struct frec *f, struct dir_mru *mru, uint64_t start_ns)
+{
+    static const uint8_t hot_slot[NHOT] = {
+        [H_OPENS] = C_OPENS, [H_CREATES] = C_CREATES, [H_CLOSES] = C_CLOSES, [H_READS] = C_READS,
+        [H_WRITES] = C_WRITES, [H_BYTES_READ] = C_BYTES_READ, [H_BYTES_WRITTEN] = C_BYTES_WRITTEN,
+        [H_STATS] = C_STATS, [H_ERRORS] = C_ERRORS, [H_T_OPEN] = C_T_OPEN, [H_T_READ] = C_T_READ,
+        [H_T_WRITE] = C_T_WRITE, [H_T_CLOSE] = C_T_CLOSE, [H_T_META] = C_T_META};
+    uint64_t x[NSLOTS] = {0};
+    for (int k = 0; k < NHOT; k++) x[hot_slot[k]] = f->c[k];
+    x[C_MAX_OFFSET] = f->w[W_MAX_OFFSET]; x[C_FIRST_OPEN] = f->w[W_FIRST_OPEN]; x[C_LAST_CLOSE] = f->w[W_LAST_CLOSE];
+    for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] = f->hr[k]; x[NCOUNTERS + NBINS + k] = f->hw[k]; }
+    const struct fcold *cx = cold_if(f);
+    if (cx) {
+        for (int k = 0; k < NCOUNTERS; k++) if (g_cmap[k] < 0) x[k] = cx->c[~g_cmap[k]];
+        for (int k = 0; k < NHOT; k++) x[hot_slot[k]] += cx->c_hi[k];
+        for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] += cx->hr_hi[k]; x[NCOUNTERS + NBINS + k] += cx->hw_hi[k]; }
+    }
+    for (int k = C_T_OPEN; k <= C_T_META; k++) if (x[k]) x[k] = dur_ns(x[k]);
+    uint64_t present = 0;
+    for (int k = C_FIRST_OPEN; k <= C_LAST_CLOSE; k++)
+        if (x[k]) { uint64_t t = tick_ns(x[k]); x[k] = t > start_ns ? t - start_ns : 0; present |= 1ull << k; }
+    const char *path = g_paths + f->path_off;
+    uint32_t plen = f->path_len, slash = plen;
+    while (slash > 0 && path[slash - 1] != '/') slash--;
+    uint32_t dir = dir_id(mru, path, slash ? slash - 1 : 0);
+    uint32_t nlen = plen - slash;
+    /* at most 32 + 8 * NSLOTS + name + pad bytes, built in place */
+    if (g_wlen + 8 + 32 + 8 * NSLOTS + nlen + 8 > sizeof g_wbuf) wb_flush();
+    char *r = g_wbuf + g_wlen, *v = r + 40;
+    uint64_t mask = 0, wide = 0;
+    for (int k = 0; k < NSLOTS; k++) {
+        if (!x[k] && !(present >> k & 1)) continue;
+        mask |= 1ull << k;
+        if (x[k] >> 32) { wide |= 1ull << k; __builtin_memcpy(v, &x[k], 8); v += 8; }
+        else { uint32_t w = (uint32_t)x[k]; __builtin_memcpy(v, &w, 4); v += 4; }
+    }
+    memcpy(v, path + slash, nlen);
+    v += nlen;
+    while ((v - r) & 7) *v++ = 0;
+    uint32_t len = (uint32_t)(v - r - 8);
+    uint16_t th[2] = {R_FILE, 0}, fl[2] = {(uint16_t)(f->flags & ~FF_COLD), (uint16_t)nlen};
+    uint32_t id = (uint32_t)(f - g_frecs);
+    uint8_t cn[4] = {NCOUNTERS, NBINS, 0, 0};
+    __builtin_memcpy(r, th, 4);
+    __builtin_memcpy(r + 4, &len, 4);
+    __builtin_memcpy(r + 8, &id, 4);
+    __builtin_memcpy(r + 12, fl, 4);
+    __builtin_memcpy(r + 16, &dir, 4);
+    __builtin_memcpy(r + 20, cn, 4);
+    __builtin_memcpy(r + 24, &mask, 8);
+    __builtin_memcpy(r + 32, &wide, 8);
+    g_wlen += 8 + len;
+    g_nrec++;
+}
+/* gfarm2fs mount points from /proc/self/mounts */
+static void wb_mounts(void)
+{
+    char buf[8192];
+    size_t have = 0;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/mounts", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    for (;;) {
+        long r = syscall(SYS_read, fd, buf + have, sizeof buf - 1 - have);
+        if (r <= 0 && have == 0) break;
+        if (r > 0) have += (size_t)r;
+        size_t start = 0;
+        for (size_t i = 0; i < have; i++) {
+            if (buf[i] != '\n') continue;
+            buf[i] = 0;
+            char *fld[3] = {0};
+            char *q = buf + start;
+            for (int k = 0; k < 3 && q; k++) {
+                fld[k] = q;
+                q = strchr(q, ' ');
+                if (q) *q++ = 0;
+            }
+            if (fld[2] && !strcmp(fld[2], "fuse.gfarm2fs")) {
+                char mp[PATH_MAX];   /* unescape \040 etc. */
+                size_t o = 0;
+                for (char *s = fld[1]; *s && o + 1 < sizeof mp; s++) {
+                    if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] && s[3]) {
+                        mp[o++] = (char)(((s[1] - '0') << 6) | ((s[2] - '0') << 3) | (s[3] - '0'));
+                        s += 3;
+                    } else mp[o++] = *s;
+                }
+                wb_str(S_GFARM_MOUNT, mp, o);
+            }
+            start = i + 1;
+        }
+        if (r <= 0) break;
+        if (start == 0 && have == sizeof buf - 1) have = 0;   /* absurdly long line: drop */
+        memmove(buf, buf + start, have - start);
+        have -= start;
+    }
+    syscall(SYS_close, fd);
+}
+void snapshot_argv(int argc, char **argv)
+{
+    size_t n = 0;
+    for (int i = 0; argv && i < argc && argv[i]; i++) {
+        size_t l = s_len(argv[i]) + 1;
+        if (n + l > sizeof g_argvbuf) { g_argvtrunc = 1; break; }
+        memcpy(g_argvbuf + n, argv[i], l);
+        n += l;
+    }
+    g_argvlen = n;
+}
+
+static void wb_argv(void)
+{
+    wb_str(S_ARGV, g_argvbuf, g_argvlen);
+    if (g_argvtrunc) wb_str(S_ARGV_TRUNCATED, "1", 1);
+}
+
+/* ---------------------------------------------------------------- where the log goes */
+/* The log folder is found by its path at the end, except after a chroot or a change of user: then the path may lead
+ * elsewhere (inside the new root) or to a folder the new user may not write.  Before such a call the shim opens the
+ * folder (g_dirfd, used if it is still the folder checked at start) and, for a change of user, the log file itself
+ * (g_prefd), which is then written in place instead of through a temp file. */
+uint64_t g_dir_dev, g_dir_ino;  /* the log folder checked at start */
+int g_dirfd = -1, g_prefd = -1;
+static uint64_t g_pre_dev, g_pre_ino;
+const char *g_priv_what;        /* first such call, for the warning */
+static char g_exe[PATH_MAX];           /* /proc/self/exe read before a chroot (no /proc inside it, often) */
+static long g_exe_len;
+static int g_priv_warned;
+#define HIGH_FD 512                    /* the shim's own fds are moved up here, out of the program's way */
+
+static int fd_is(int fd, uint64_t dev, uint64_t ino)
+{
+    struct stat st;
+    return syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+static int fd_high(int fd)
+{
+    int hi = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, HIGH_FD);
+    if (hi < 0) return fd;
+    syscall(SYS_close, fd);
+    return hi;
+}
+/* the log's file name "<host>.<pid>.<start_ns>.mtclog" into out[192]: a host name starting with "." (or empty)
+ * gets a "_" first, since readers skip hidden names (the writer's temp files) */
+void log_name(char *out)
+{
+    char *p = out;
+    if (g_host[0] == '.' || !g_host[0]) *p++ = '_';
+    s_cpy(p, g_host, 128);
+    p += s_len(p); *p++ = '.';
+    p = u64_str(p, (uint64_t)g_pid); *p++ = '.';
+    p = u64_str(p, g_real0);
+    s_cpy(p, ".mtclog", 8);
+}
+static void join(char *out, const char *dir, const char *pre, const char *name, const char *post)
+{
+    const char *parts[] = {dir, "/", pre, name, post};
+    char *p = out;
+    for (int i = 0; i < 5; i++) { s_cpy(p, parts[i], PATH_MAX + 64 - (size_t)(p - out)); p += s_len(p); }
+}
+/* before a chroot or a change of user (what: the call's name); async-signal-safe */
+void priv_prepare(const char *what, int user)
+{
+    if (!g_on) return;
+    int saved = errno;
+    if (!g_priv_what) g_priv_what = what;
+    if (!g_exe_len) {
+        long r = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", g_exe, sizeof g_exe);
+        g_exe_len = r > 0 ? r : -1;
+    }
+    if (g_dirfd < 0) {
+        int fd = (int)syscall(SYS_openat, AT_FDCWD, g_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0 && fd_is(fd, g_dir_dev, g_dir_ino)) g_dirfd = fd_high(fd);
+        else if (fd >= 0) syscall(SYS_close, fd);
+    }
+    if (user && g_prefd < 0 && g_dirfd >= 0) {
+        char name[192];
+        log_name(name);
+        int fd = (int)syscall(SYS_openat, g_dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        struct stat st;
+        if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0) {
+            g_prefd = fd_high(fd); g_pre_dev = st.st_dev; g_pre_ino = st.st_ino;
+        } else if (fd >= 0) syscall(SYS_close, fd);
+    }
+    errno = saved;
+}
+static void priv_warn(const char *fin)
+{
+    if (!g_priv_what || __atomic_exchange_n(&g_priv_warned, 1, __ATOMIC_RELAXED)) return;
+    const char *parts[] = {g_priv_what, "() during the run: log written to ", fin,
+                           g_rootlen ? " outside the new root (paths after it have the new root in front)"
+                                     : " through the folder and file opened before it", NULL};
+    warn_line(parts);
+}
+
+/* Write the log; returns 0 on success.  Only one writer ever runs (g_flushing). */
+int write_log(uint32_t ended_by)
+{
+    if (__atomic_exchange_n(&g_flushing, 1, __ATOMIC_ACQ_REL)) return 0;
+    int saved = errno;
+    if (!g_ended_by) g_ended_by = ended_by;
+    uint64_t t_end = NOW(), mono_end = clock_ns(CLOCK_MONOTONIC), real_end = clock_ns(CLOCK_REALTIME);
+#ifdef HAVE_TSC
+    g_scale = t_end > g_tick0 ? (double)(mono_end - g_mono0) / (double)(t_end - g_tick0) : 1.0;
+#else
+    g_scale = 1.0;
+#endif
+    (void)real_end;
+    uint64_t start_ns = g_real0;
+    /* names: <dir>/<host>.<pid>.<start_ns>.mtclog, written as .<same>.tmp then renamed; or in place (g_prefd) */
+    char name[192], fin[PATH_MAX + 64], tmp[PATH_MAX + 64];
+    log_name(name);
+    join(fin, g_dir, "", name, "");
+    join(tmp, g_dir, ".", name, ".tmp");
+    size_t dl = s_len(g_dir);
+    int dfd = AT_FDCWD;
+    const char *tname = tmp, *fname = fin;
+    if (g_dirfd >= 0 && fd_is(g_dirfd, g_dir_dev, g_dir_ino)) { dfd = g_dirfd; tname = tmp + dl + 1; fname = fin + dl + 1; }
+    int in_place = g_prefd >= 0 && fd_is(g_prefd, g_pre_dev, g_pre_ino);
+
+    if (in_place) {
+        g_wfd = g_prefd;
+        syscall(SYS_ftruncate, g_wfd, 0);          /* a failed exec's log is rewritten */
+        syscall(SYS_lseek, g_wfd, 0, SEEK_SET);
+    } else {
+        g_wfd = (int)syscall(SYS_openat, dfd, tname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (g_wfd < 0) { warn_once("cannot create log", tmp, errno); errno = saved; return -1; }
+    }
+    g_wlen = 0; g_werr = 0; g_nrec = 0; g_wtotal = 0;
+
+    /* header */
+    char hdr[32] = {0};
+    memcpy(hdr, MTC_MAGIC, 8);
+    uint16_t v16[2] = {MTC_VERSION, 32};
+    uint32_t bom = MTC_BOM;
+    memcpy(hdr + 8, v16, 4);
+    memcpy(hdr + 12, &bom, 4);
+    memcpy(hdr + 16, &real_end, 8);
+    wb_put(hdr, 32);
+
+    uint32_t nf = 0, nfrec = __atomic_load_n(&g_nfrec, __ATOMIC_ACQUIRE);
+    if (nfrec > FREC_MAX) nfrec = FREC_MAX;
+    uint64_t nops = __atomic_load_n(&g_nops, __ATOMIC_ACQUIRE);
+    uint64_t traced = nops < g_ops_max ? nops : g_ops_max;
+
+    struct mtc_proc_rec pr;
+    memset(&pr, 0, sizeof pr);
+    pr.pid = g_pid;
+    pr.ppid = (int32_t)syscall(SYS_getppid);
+    pr.uid = (uint32_t)syscall(SYS_getuid);
+    pr.origin = g_origin;
+    pr.start_ns = start_ns;
+    pr.end_ns = tick_ns(t_end);
+    pr.exit_status = g_exit_status;
+    pr.ended_by = g_ended_by;
+    pr.signal = g_signal;
+    pr.n_files = 0;                   /* set below, once the FILE records are written */
+    pr.ops_traced = traced;
+    pr.ops_dropped = nops - traced;
+    pr.files_dropped = g_files_dropped;
+    pr.trace_flags = g_trace ? 1 : 0;
+    pr.munmaps = g_munmaps;
+    pr.parent_start_ns = g_parent_start_ns;
+    wb_rec(R_PROC, sizeof pr);
+    wb_put(&pr, sizeof pr);
+
+    wb_str(S_HOST, g_host, s_len(g_host));
+    if (g_run[0]) wb_str(S_RUN, g_run, s_len(g_run));
+    if (g_task[0]) wb_str(S_TASK, g_task, s_len(g_task));
+    if (g_stage[0]) wb_str(S_STAGE, g_stage, s_len(g_stage));
+    if (g_exe_len > 0) wb_str(S_EXE, g_exe, (size_t)g_exe_len);
+    else {
+        char exe[PATH_MAX];
+        long r = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe);
+        if (r > 0) wb_str(S_EXE, exe, (size_t)r);
+    }
+    wb_argv();
+    wb_str(S_CWD, g_cwd0, s_len(g_cwd0));
+    wb_str(S_LOGDIR, g_dir, s_len(g_dir));
+    if (g_incl_raw[0]) wb_str(S_INCLUDE, g_incl_raw, s_len(g_incl_raw));
+    if (g_excl_raw[0]) wb_str(S_EXCLUDE, g_excl_raw, s_len(g_excl_raw));
+    wb_str(S_SHIM_VERSION, SHIM_VERSION, sizeof SHIM_VERSION - 1);
+    if (g_mounts_given) {
+        for (const char *m = g_mounts_raw; *m;) {
+            const char *e = strchr(m, ':');
+            size_t l = e ? (size_t)(e - m) : s_len(m);
+            if (l) wb_str(S_GFARM_MOUNT, m, l);
+            m += l + (e != NULL);
+        }
+    } else wb_mounts();
+
+    struct dir_mru mru = {0};
+    for (uint32_t i = 0; i < nfrec; i++) {
+        const struct frec *f = &g_frecs[i];
+        if (frec_active(f)) { wb_file(f, &mru, start_ns); nf++; }
+    }
+    {   /* n_files of the PROC record (header 32 + record header 8): still in the buffer, or written already */
+        const size_t at = 32 + 8 + __builtin_offsetof(struct mtc_proc_rec, n_files);
+        if (g_wtotal == 0) memcpy(g_wbuf + at, &nf, 4);
+        else if (syscall(SYS_pwrite64, g_wfd, &nf, 4, (long)at) != 4 && !g_werr) g_werr = errno ? errno : EIO;
+    }
+    /* op trace: records of at most 1M ops each */
+    for (uint64_t done = 0; done < traced;) {
+        uint64_t k = traced - done;
+        if (k > (1u << 20)) k = 1u << 20;
+        wb_rec(R_OPS, (uint32_t)(8 + k * sizeof(struct mtc_op_rec)));
+        uint32_t oh[2] = {(uint32_t)k, (uint32_t)sizeof(struct mtc_op_rec)};
+        wb_put(oh, 8);
+        for (uint64_t j = 0; j < k; j++) {
+            struct mtc_op_rec o = g_ops[done + j];
+            o.start_ns = tick_ns(o.start_ns);
+            o.dur_ns = dur_ns(o.dur_ns);
+            if (o.op == OP_RENAME) {}   /* offset holds the destination file id */
+            wb_put(&o, sizeof o);
+        }
+        done += k;
+    }
+    uint32_t nrec = (uint32_t)g_nrec;
+    wb_rec(R_END, 16);
+    uint64_t total = g_wtotal + g_wlen - 8;
+    uint32_t e2[2] = {nrec, 0};
+    wb_put(e2, 8);
+    wb_put(&total, 8);
+    wb_flush();
+    if (in_place) {                    /* kept open: a failed exec writes it again */
+        if (g_werr) {
+            syscall(SYS_ftruncate, g_wfd, 0);
+            syscall(SYS_unlinkat, dfd, fname, 0);
+            warn_once("cannot write log", fin, g_werr);
+            errno = saved;
+            return -1;
+        }
+        priv_warn(fin);
+        errno = saved;
+        return 0;
+    }
+    syscall(SYS_close, g_wfd);
+    if (g_werr) {
+        syscall(SYS_unlinkat, dfd, tname, 0);
+        warn_once("cannot write log", tmp, g_werr);
+        errno = saved;
+        return -1;
+    }
+    if (syscall(SYS_renameat, dfd, tname, dfd, fname) < 0) {
+        warn_once("cannot rename log", fin, errno);
+        syscall(SYS_unlinkat, dfd, tname, 0);
+        errno = saved;
+        return -1;
+    }
+    priv_warn(fin);
+    errno = saved;
+    return 0;
+}
+
