@@ -1,5 +1,5 @@
 -- mtcio SQLite store: the one contract between the shim (via ingest), the envelope harness and the predictor.
--- Current schema version: 2 (PRAGMA user_version). db/store.py applies this file to a new db and the migrations
+-- Current schema version: 3 (PRAGMA user_version). db/store.py applies this file to a new db and the migrations
 -- in store.MIGRATIONS to an older one. Every statement here is idempotent (IF NOT EXISTS).
 -- Conventions: times are CLOCK_REALTIME ns (INTEGER, *_ns) or Unix seconds (REAL: created, measured_at,
 -- resolved_at); sizes in bytes; JSON columns hold UTF-8 JSON text; booleans are 0/1.
@@ -201,3 +201,32 @@ CREATE TABLE IF NOT EXISTS validations (
     created       REAL
 );
 CREATE INDEX IF NOT EXISTS validations_prediction ON validations (prediction_id);
+
+-- Pwrake's own profile of a traced run (`pwrake -L DIR`: task.csv, command.csv), imported by `mtcprof
+-- pwrake-import` next to the traced tasks; pwrake_tasks.name = tasks.name.  preq_loc has one letter per
+-- prerequisite as Pwrake wrote it: L (a replica on exec_host), R (remote), n (not known) -- Gfarm mode only.
+CREATE TABLE IF NOT EXISTS pwrake_tasks (
+    id            INTEGER PRIMARY KEY,
+    run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    pwrake_id     INTEGER,               -- task_id in Pwrake's files
+    name          TEXT NOT NULL,
+    start_time    TEXT,                  -- as Pwrake wrote them (local time, ms)
+    end_time      TEXT,
+    elap_s        REAL,
+    preq          TEXT,                  -- JSON list of prerequisite names
+    preq_host     TEXT,                  -- JSON list: hosts Pwrake suggested from input locations
+    preq_loc      TEXT,
+    preq_local    INTEGER,               -- count of L in preq_loc (NULL when Pwrake knew no location)
+    preq_remote   INTEGER,               -- count of R
+    exec_host     TEXT,
+    shell_id      INTEGER,
+    has_action    INTEGER,
+    executed      INTEGER,
+    ncore         REAL,
+    file_size     INTEGER,               -- the task's output file, when it is a file task
+    file_host     TEXT,                  -- JSON list: hosts holding the output
+    write_loc     TEXT,                  -- L / R: output on exec_host or not
+    n_commands    INTEGER,               -- rows of command.csv for this task
+    status        TEXT,                  -- last command's status (an exit code or Pwrake's word)
+    UNIQUE (run_id, name)
+);

@@ -18,7 +18,7 @@ import time
 from importlib import resources
 from typing import Any, Callable, Iterable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700     # traces reveal users' paths and argv: new dbs and outputs are private
 
 
@@ -108,7 +108,12 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
     conn.executescript(schema_sql())
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2]
+def _v2_to_v3(conn: sqlite3.Connection) -> None:
+    """Version 3 adds pwrake_tasks (Pwrake's own profile of a run); CREATE ... IF NOT EXISTS as above."""
+    conn.executescript(schema_sql())
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3]
 assert len(MIGRATIONS) == SCHEMA_VERSION - 1
 
 

@@ -21,6 +21,7 @@ _MTCPROF_SUBCOMMANDS = {
     "report": ("mtcio.db.report", "write a self-contained HTML report of a run (stages, locality, files, timeline)"),
     "export": ("mtcio.db.export_chrome", "export a run as Chrome-trace JSON for Perfetto / chrome://tracing"),
     "plugin-path": ("mtcio.pwrake_plugin.plugin_path", "print where the Rake/Pwrake tracing plugin is (for -I / -r)"),
+    "pwrake-import": ("mtcio.db.pwrake_import", "import Pwrake's own profile (task.csv, command.csv) next to a traced run"),
 }
 
 # Libraries that a subcommand's module imports at its top but that its add_arguments() never uses.
@@ -106,7 +107,7 @@ def _mtcprof(argv: list) -> int:
                "  mtcprof COMMAND --help      options of one command\n" + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     version_action(p, "mtcprof")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", prog="mtcprof")   # prog: no help formatter now
     parsers = {name: sub.add_parser(name, help=help_, description=help_, epilog=EPILOG)
                for name, (_mod, help_) in _MTCPROF_SUBCOMMANDS.items()}
     name = _chosen(argv, _MTCPROF_SUBCOMMANDS)

@@ -8,20 +8,6 @@ require_relative "trace"
 require_relative "placement"
 
 module MtcIO
-  # What a running task carries: its stage (decided at its first command) and its placement.
-  class TaskRun
-    attr_reader :task
-    attr_accessor :host
-
-    def initialize(task)
-      @task = task
-    end
-
-    def stage(cmd)
-      @stage ||= Trace.stage_of(@task, cmd)
-    end
-  end
-
   module RakeTaskHook
     attr_accessor :mtcio_stage, :mtcio_rule
 

@@ -219,6 +219,20 @@ module MtcIO
     end
   end
 
+  # What a running task carries: its stage (decided at its first command) and its placement.
+  class TaskRun
+    attr_reader :task
+    attr_accessor :host
+
+    def initialize(task)
+      @task = task
+    end
+
+    def stage(cmd)
+      @stage ||= Trace.stage_of(@task, cmd)
+    end
+  end
+
   # Rakefile API (guard with `if defined?(MtcIO)` so that the Rakefile also runs without the plugin):
   #   MtcIO.stage "mProjectPP", /\.proj\z/, "setup"    tasks matching a pattern or named exactly
   def self.stage(name, *patterns)
