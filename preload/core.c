@@ -236,9 +236,11 @@ static void atfork_child(void)
     if (g_prefd >= 0) { syscall(SYS_close, g_prefd); g_prefd = -1; }
 }
 /* The log folder must be the user's: owned by the (real or effective) user or root, not writable by others unless
- * it is root's and sticky (like /tmp), and if it is a symlink, the link too is the user's or root's.  Else another
- * user could have made it (0777, or a link to a folder of theirs) to read, remove or forge the logs.  Returns NULL
- * if the folder is fine (g_dir_dev/ino set), else the problem, with *err the errno to name. */
+ * it is sticky (like /tmp: others may add files but not remove or replace this user's; a shared folder for tasks
+ * that run as several users, as the Pwrake plugin and the testbed make), and if it is a symlink, the link too is the
+ * user's or root's.  Else another user could have made it (0777, or a link to a folder of theirs) to read, remove or
+ * replace the logs.  Returns NULL if the folder is fine (g_dir_dev/ino set), else the problem, with *err the errno
+ * to name. */
 static int uid_trusted(uint32_t u) { return u == 0 || u == (uint32_t)syscall(SYS_geteuid) || u == (uint32_t)syscall(SYS_getuid); }
 static const char *log_dir_problem(const char *d, int *err)
 {
@@ -248,7 +250,7 @@ static const char *log_dir_problem(const char *d, int *err)
     if (syscall(SYS_stat, d, &st) < 0) { *err = errno; return "log folder missing"; }
     if (!S_ISDIR(st.st_mode)) { *err = ENOTDIR; return "log folder is not a directory"; }
     if (!uid_trusted(st.st_uid)) { *err = EPERM; return "log folder owned by another user:"; }
-    if ((st.st_mode & S_IWOTH) && !(st.st_uid == 0 && (st.st_mode & S_ISVTX))) {
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
         *err = EPERM; return "log folder writable by others:";
     }
     if (syscall(SYS_faccessat, AT_FDCWD, d, W_OK | X_OK, 0) < 0) { *err = errno; return "log folder not writable"; }

@@ -154,8 +154,10 @@ def test_log_folder_writable_by_others_refused(tmp_path):
 
 
 @root_only
-def test_log_folder_of_another_user_refused(tmp_path):
+@pytest.mark.parametrize("mode", [0o700, 0o1777])
+def test_log_folder_of_another_user_refused(tmp_path, mode):
     logdir = _logdir(tmp_path)
+    os.chmod(logdir, mode)
     os.chown(logdir, NOBODY, NOBODY)
     _refused(tmp_path, logdir, "owned by another user:")
 
@@ -169,7 +171,7 @@ def test_log_folder_symlink_of_another_user_refused(tmp_path):
     _refused(tmp_path, link, "is a symlink owned by another user:")
 
 
-def test_root_sticky_shared_folder_accepted(tmp_path):
+def test_sticky_shared_folder_accepted(tmp_path):
     logdir = _logdir(tmp_path)
     os.chmod(logdir, 0o1777)
     d = tmp_path / "d"
