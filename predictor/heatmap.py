@@ -58,23 +58,37 @@ def stage_time(surface, stage, sizes, nodes):
     return out
 
 
+def reference_size(stage) -> float:
+    """The stage's largest task file: the x position of the stage on the dominant-term map."""
+    sizes = [d.mean for d in (stage.read.file_size, stage.write.file_size) if d and d.mean > 0]
+    if not sizes:
+        per = [x for x in (stage.read.bytes_per_task.mean / (stage.read.files_per_task or 1),
+                           stage.write.bytes_per_task.mean / (stage.write.files_per_task or 1)) if x > 0]
+        sizes = per or [1.0]
+    return max(sizes)
+
+
 def dominant(surface, stage, sizes, ks, hosts=None):
-    """Index into DOMINANT_LABELS [k, size] of the largest per-task term of a stage-shaped task."""
+    """Index into DOMINANT_LABELS [k, size] of the largest per-task term of a task shaped like `stage` whose
+    files are all scaled by size / reference_size(stage) (the shared header keeps its size)."""
     r, sh, w = stage.read, stage.shared, stage.write
     a = 1.0 if r.alpha is None else r.alpha
     K = ks[:, None]
+    F = sizes / reference_size(stage)
     terms = np.zeros((len(TERMS), len(ks), len(sizes)))
     fr = r.files_per_task or (1.0 if r.bytes_per_task.mean > 0 else 0.0)
     fw = w.files_per_task or (1.0 if w.bytes_per_task.mean > 0 else 0.0)
+    s_r = (r.bytes_per_task.mean / fr if fr else 0.0) * F
+    s_w = (w.bytes_per_task.mean / fw if fw else 0.0) * F
     if fr and a > 0:
-        terms[1] = K * a * fr / grid_values(surface, "T1L", sizes, ks, hosts)
+        terms[1] = K * a * fr / grid_values(surface, "T1L", s_r, ks, hosts)
     if fr and a < 1:
-        terms[2] = K * (1 - a) * fr / grid_values(surface, "T1R", sizes, ks, hosts)
+        terms[2] = K * (1 - a) * fr / grid_values(surface, "T1R", s_r, ks, hosts)
     if sh.files and sh.bytes:
         s_n = np.full_like(sizes, max(sh.bytes / sh.files, 1.0))
         terms[3] = K * sh.files / grid_values(surface, "TN", s_n, ks, hosts)
     if fw:
-        terms[4] = K * fw / grid_values(surface, "TL", sizes, ks, hosts)
+        terms[4] = K * fw / grid_values(surface, "TL", s_w, ks, hosts)
     extra = max(0.0, stage.metadata.ops_per_task - fr - fw - (sh.files if sh.bytes else 0))
     extra += max(0.0, stage.metadata.creates_per_task - fw)
     terms[0] = K * extra / grid_values(surface, "Tm", sizes, ks, hosts) if extra else 0.0

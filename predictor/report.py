@@ -76,6 +76,7 @@ def _maps(plt, out, surface, wf, sizes, ks):
         ax.set_xlabel("file size")
         ax.set_ylabel("concurrency k (processes in I/O)")
         ax.set_title(title)
+        marks = {}
         for st in wf.stages:
             d = st.write.file_size if m == "TL" else st.read.file_size
             if m == "TN" and st.shared.files:
@@ -85,8 +86,11 @@ def _maps(plt, out, surface, wf, sizes, ks):
             else:
                 continue
             k = st.hosts * (st.procs_per_host or 1)
+            near = next((p for p in marks if abs(math.log(p[0] / x)) < 0.3 and abs(math.log(p[1] / k)) < 0.1), (x, k))
+            marks.setdefault(near, []).append(_label(st.name))
+        for (x, k), names in marks.items():   # stages at (about) one point share one mark and one label
             ax.plot([x], [k], "o", mfc="none", mec="red", ms=9)
-            ax.annotate(_label(st.name), (x, k), textcoords="offset points", xytext=(6, 4), color="red", fontsize=8)
+            ax.annotate(", ".join(names), (x, k), textcoords="offset points", xytext=(6, 4), color="red", fontsize=8)
     r = _save(fig, out, "maps.png")
     plt.close(fig)
     return r
@@ -125,16 +129,14 @@ def _dominant(plt, out, surface, st, sizes, ks):
     ax.set_xscale("log")
     ax.set_yscale("log")
     _sizeticks(ax, sizes)
-    ax.set_xlabel("task file size")
+    ax.set_xlabel(f"largest task file (every file of the task scaled with it; {_label(st.name)}'s is marked)")
     ax.set_ylabel("concurrency k")
     ax.set_title(f"dominant term for a task shaped like {_label(st.name)}")
     from matplotlib.patches import Patch
     present = sorted(set(np.unique(idx)))
     ax.legend(handles=[Patch(color=cmap(i), label=heatmap.DOMINANT_LABELS[i]) for i in present],
               loc="upper left", fontsize=8)
-    d = st.write.file_size or st.read.file_size
-    if d and d.mean > 0:
-        ax.plot([d.mean], [st.hosts * (st.procs_per_host or 1)], "o", mfc="none", mec="white", ms=10)
+    ax.plot([heatmap.reference_size(st)], [st.hosts * (st.procs_per_host or 1)], "o", mfc="none", mec="white", ms=10)
     r = _save(fig, out, "dominant.png")
     plt.close(fig)
     return r
