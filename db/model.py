@@ -117,7 +117,7 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", required=True, help="SQLite store")
     p.add_argument("--run", required=True, help="trace run")
-    p.add_argument("-o", "--output", required=True, help="workflow model YAML to write")
+    p.add_argument("-o", "--output", required=True, help="workflow model YAML to write ('-' for stdout)")
     p.add_argument("--envelope-run", help="envelope run to record as the default for predictions")
     p.add_argument("--files", choices=("auto", "gfarm", "all"), default="auto",
                    help="which files count: Gfarm files only, all traced files, or auto (Gfarm files when the run "
@@ -131,7 +131,13 @@ def main(args: argparse.Namespace) -> int:
         if args.envelope_run:
             store.run_id(s.conn, args.envelope_run)
         drops = dropped(s, args.run, args.files)
-        store.write_private(args.output, text(wf, drops))
+        if args.output == "-":
+            sys.stdout.write(text(wf, drops))
+            sys.stdout.flush()
+        else:
+            store.write_private(args.output, text(wf, drops))
+    except BrokenPipeError:     # `-o - | head`: mtcprof's guard ends quietly, exit 0
+        raise
     except OSError as e:
         where = f"{store.readable(e.filename)}: " if e.filename else ""
         print(f"mtcprof model: {where}{e.strerror or e}", file=sys.stderr)

@@ -268,3 +268,11 @@ def test_ctrl_c_while_writing_to_a_stalled_reader(traced):
     p.send_signal(signal.SIGINT)
     assert p.wait(timeout=20) == 130
     assert p.stderr.read() == b"mtcprof dump: interrupted\n"
+
+
+def test_dash_output_is_stdout(traced, tmp_path):
+    _, db = traced
+    for sub, first in (("model", "# mtcio workflow model"), ("export", '{"traceEvents":')):
+        r = sh(MTCPROF, sub, "--db", str(db), "--run", "R", "-o", "-", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith(first) and os.listdir(tmp_path) == []
