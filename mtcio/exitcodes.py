@@ -11,6 +11,16 @@ Python tracebacks away from users.
 
 `mtcprof run` and `mtcbed exec` otherwise exit with the status of the command they ran (128+N if it died of
 signal N).  Every command uses these names; EPILOG is the line each `--help` ends with.
+
+In a command's code:
+
+    from mtcio.exitcodes import BAD_INPUT, EPILOG, STATE, guard, printable
+    p = argparse.ArgumentParser(..., epilog=EPILOG)        # and on each subparser
+    return guard("mtcenvelope import", cmd_import, args)   # Ctrl-C 130, closed pipe 0, anything unexpected 1
+    print(f"mtcenvelope import: {printable(path)}: not an IOR output", file=sys.stderr); return BAD_INPUT
+
+The same case gets the same code in every command: a missing or malformed input file is BAD_INPUT wherever it
+is read, a testbed that is not up is STATE wherever it is needed.
 """
 from __future__ import annotations
 
