@@ -1,0 +1,190 @@
+"""Run the Montage workflow on the running testbed (`mtcbed up`), traced by the mtcio Rake plugin.
+
+    bed = Bed.current()
+    folder = stage_inputs(bed, "/montage1", local_folder, hosts)      # tile i stored on hosts[i % len(hosts)]
+    result = run_workflow(bed, "/montage1", hosts, run="m1", db="mtc.db", logdir=..., placement="with")
+
+placement:
+  "with"     each task runs on the host holding most of its input bytes (the plugin's placement);
+  "against"  the same choice, then the task is run on the next host of the list instead (a launcher and a
+             host-to-mount map shifted by one): every placed task runs away from its data, for comparison;
+  "none"     the plugin traces, every task runs on the first host.
+Rake runs as root in the first host's view of the folder (the master), as in the plugin's own test; each
+task runs as the testbed user on its host through `mtcbed exec`, in that host's gfarm2fs mount, so its
+outputs are stored on the host that ran it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+MTCBED = [sys.executable, "-m", "mtcio.testbed.cli"]
+MTCPROF = os.path.join(os.path.dirname(sys.executable), "mtcprof")
+
+
+class RunError(Exception):
+    """A step of the workflow failed; the message is one line for the user."""
+
+
+@dataclass
+class Bed:
+    hosts: list
+    mounts: dict
+    user: str
+
+    @classmethod
+    def current(cls) -> "Bed":
+        r = subprocess.run(MTCBED + ["status", "--json"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RunError("no testbed is up (mtcbed up --nodes 4)")
+        st = json.loads(r.stdout)
+        return cls([h["name"] for h in st["hosts"]], {h["name"]: h["mount"] for h in st["hosts"]}, st["user"])
+
+    def exec(self, host, argv, check=True, **kw):
+        kw.setdefault("capture_output", True)
+        kw.setdefault("text", True)
+        r = subprocess.run(MTCBED + ["exec", host, "--", *argv], **kw)
+        if check and r.returncode != 0:
+            raise RunError(f"on {host}: {' '.join(argv)[:120]}: {(r.stderr or '').strip()[:300]}")
+        return r
+
+    def where(self, gpath: str) -> list:
+        return sorted(self.exec(self.hosts[0], ["gfwhere", gpath]).stdout.split())
+
+
+def _readable_copy(local_folder: str) -> str:
+    """A copy of the prepared folder the testbed user can read (the caller's folder may be private)."""
+    tmp = tempfile.mkdtemp(prefix="mtcmontage.")
+    os.chmod(tmp, 0o755)
+    dst = os.path.join(tmp, "w")
+    shutil.copytree(local_folder, dst)
+    for d, ds, fs in os.walk(dst):
+        os.chmod(d, 0o755)
+        for f in fs:
+            os.chmod(os.path.join(d, f), 0o644)
+    return dst
+
+
+def stage_inputs(bed: Bed, top: str, local_folder: str, hosts: list) -> dict:
+    """Copy a prepared folder (montage_example.prepare) into Gfarm at `top`: the workflow files through the
+    first host, tile i written on hosts[i % len(hosts)] (so stored there).  Returns {tile file: host}."""
+    src = _readable_copy(local_folder)
+    try:
+        m0 = bed.mounts[hosts[0]] + top
+        bed.exec(hosts[0], ["mkdir", "-p", m0 + "/raw"])
+        files = [os.path.join(src, f) for f in os.listdir(src) if f != "raw"]
+        bed.exec(hosts[0], ["cp", *files, m0 + "/"])
+        tiles = sorted(os.listdir(os.path.join(src, "raw")))
+        home = {t: hosts[i % len(hosts)] for i, t in enumerate(tiles)}
+        for h in hosts:
+            mine = [os.path.join(src, "raw", t) for t in tiles if home[t] == h]
+            if mine:
+                bed.exec(h, ["cp", *mine, bed.mounts[h] + top + "/raw/"])
+        return home
+    finally:
+        shutil.rmtree(os.path.dirname(src), ignore_errors=True)
+
+
+def make_logdir(bed: Bed) -> str:
+    """A log folder the shim accepts from the tasks: owned by the testbed user, writable by it only."""
+    d = tempfile.mkdtemp(prefix="mtclogs.")
+    os.chmod(os.path.dirname(d), os.stat(os.path.dirname(d)).st_mode | stat.S_IXOTH)
+    shutil.chown(d, bed.user, bed.user)
+    os.chmod(d, 0o700)
+    return d
+
+
+def _shifted(bed: Bed, hosts: list) -> tuple[str, str, str]:
+    """(folder, launcher template, mount template) running the task placed on hosts[i] on hosts[i+1]."""
+    d = tempfile.mkdtemp(prefix="mtcshift.")
+    os.chmod(d, 0o755)
+    for i, h in enumerate(hosts):
+        nxt = hosts[(i + 1) % len(hosts)]
+        os.symlink(bed.mounts[nxt], os.path.join(d, f"mnt-{h}"))
+        script = os.path.join(d, f"launch-{h}")
+        with open(script, "w") as fh:
+            fh.write("#!/bin/sh\nexec " + " ".join(MTCBED) + f" exec {nxt} -- \"$@\"\n")
+        os.chmod(script, 0o755)
+    return d, os.path.join(d, "launch-{host}"), os.path.join(d, "mnt-{host}")
+
+
+@dataclass
+class Result:
+    wall_s: float
+    stdout: str
+    stderr: str
+
+
+def run_workflow(bed: Bed, top: str, hosts: list, *, run: str, db: str, logdir: str,
+                 placement: str = "with", slots: int = 2, timeout: float = 900,
+                 on_line=None) -> Result:
+    """rake -m under the plugin in the first host's view of `top`; raises RunError when it fails.
+    on_line(str) is called with each line rake prints on stderr (progress)."""
+    from mtcio import pwrake_plugin
+    master = bed.mounts[hosts[0]] + top
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
+    gfarm = " ".join(MTCBED) + f" exec {hosts[0]} --"
+    env.update(MTCPROF_CMD=MTCPROF, MTCPROF_DIR=logdir, MTCPROF_RUN=run, MTCPROF_DB=os.path.abspath(db),
+               MTCPROF_GFARM_CMD=gfarm)
+    from mtcio.preload.testing import LIB
+    env["MTCPROF_LIB"] = LIB
+    shift_dir = None
+    if placement == "with":
+        env.update(MTCPROF_LAUNCHER=" ".join(MTCBED) + " exec {host} --", MTCPROF_MOUNT="/mnt/mtcbed/{host}")
+    elif placement == "against":
+        shift_dir, launcher, mount = _shifted(bed, hosts)
+        env.update(MTCPROF_LAUNCHER=launcher, MTCPROF_MOUNT=mount)
+    elif placement == "none":
+        env.update(MTCPROF_LAUNCHER=" ".join(MTCBED) + " exec {host} --", MTCPROF_MOUNT="/mnt/mtcbed/{host}")
+        hosts = hosts[:1]
+        slots = slots * len(bed.hosts)
+    else:
+        raise ValueError(placement)
+    env["MTCPROF_HOSTS"] = " ".join(f"{h}:{slots}" for h in hosts)
+    jobs = slots * len(hosts)
+    argv = ["rake", "-I", pwrake_plugin.path(), "-r", "mtcio/rake", "-m", "-j", str(jobs)]
+    t0 = time.monotonic()
+    try:
+        p = subprocess.Popen(argv, cwd=master, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        err_lines = []
+        import threading
+        out_buf = []
+        th = threading.Thread(target=lambda: out_buf.append(p.stdout.read()), daemon=True)
+        th.start()
+        for line in p.stderr:
+            err_lines.append(line)
+            if on_line:
+                on_line(line.rstrip("\n"))
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise RunError(f"the workflow did not finish in {timeout:.0f} s")
+        th.join()
+        wall = time.monotonic() - t0
+        err = "".join(err_lines)
+        if p.returncode != 0:
+            last = [l for l in err_lines if l.strip() and not l.startswith(("/", "Tasks:", "(See"))]
+            raise RunError(f"rake failed (exit {p.returncode}): {(last[-1] if last else err).strip()[:300]}")
+        return Result(wall, "".join(out_buf), err)
+    finally:
+        if shift_dir:
+            shutil.rmtree(shift_dir, ignore_errors=True)
+
+
+def run_untraced_local(folder: str, jobs: int = 2, timeout: float = 600) -> float:
+    """Plain rake (no plugin) in a local folder: the reference mosaic.  Returns the wall time."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
+    t0 = time.monotonic()
+    r = subprocess.run(["rake", "-m", "-j", str(jobs)], cwd=folder, env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    if r.returncode != 0:
+        raise RunError(f"untraced rake failed: {r.stderr.strip()[-300:]}")
+    return time.monotonic() - t0
