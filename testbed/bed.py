@@ -6,8 +6,8 @@ import shutil
 import signal
 import time
 
-from . import gfarm, layout, network, state
-from .sh import BedError, pid_alive, read_pid, run
+from . import fuse, gfarm, layout, network, state
+from .sh import BedError, pid_alive, read_pid, run, wait_pid_file
 
 
 class UsageError(BedError):
@@ -49,20 +49,9 @@ def _ensure_user():
     shadow = [ln.split(":") for ln in open("/etc/shadow") if ln.startswith(layout.USER + ":")]
     if shadow and shadow[0][1].startswith("!"):
         run(["usermod", "-p", "*", layout.USER])
+    # the home stays between testbeds and is the user's: root only makes it, never writes in it
     layout.HOME.mkdir(parents=True, exist_ok=True)
-    shutil.chown(layout.HOME, layout.USER, layout.USER)
-
-
-def _ensure_fuse():
-    """gfarm2fs runs as the testbed user: it needs /dev/fuse and, for root to read the mounts, allow_other."""
-    if not os.path.exists("/dev/fuse"):
-        raise BedError("/dev/fuse does not exist: this machine cannot mount FUSE file systems")
-    os.chmod("/dev/fuse", 0o666)
-    conf = "/etc/fuse.conf"
-    text = open(conf).read() if os.path.exists(conf) else ""
-    if not any(ln.strip() == "user_allow_other" for ln in text.splitlines()):
-        with open(conf, "a") as f:
-            f.write(("" if text.endswith("\n") or not text else "\n") + "user_allow_other\n")
+    gfarm.give(layout.HOME)
 
 
 def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse=False, log=print):
@@ -104,7 +93,8 @@ def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse
     state.save(st)
     try:
         _ensure_user()
-        _ensure_fuse()
+        st["fuse_conf_changed"] = fuse.ensure()  # so `down` gives /etc/fuse.conf back as it was
+        state.save(st)
         network.create(nodes)
         network.add_hosts_lines([(layout.META_ADDR, layout.META_HOST)] +
                                 [(h["addr"], h["name"]) for h in st["hosts"]])
@@ -123,8 +113,8 @@ def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse
         for h in st["hosts"]:
             gfarm.start_gfsd(h["name"], h["addr"])
         gfarm.wait_gfsd(names)
-        for h in st["hosts"]:  # a gfsd writes its pid file after it daemonises: it is there once it is up
-            h["gfsd_pid"] = read_pid(layout.host_dir(h["name"]) / "gfsd.pid")
+        for h in st["hosts"]:  # a gfsd writes its pid file after it daemonises
+            h["gfsd_pid"] = wait_pid_file(layout.host_dir(h["name"]) / "gfsd.pid", f"gfsd on {h['name']}")
         state.save(st)
         gfarm.mount_all(names)
         for h in st["hosts"]:
@@ -154,6 +144,8 @@ def problems(st):
             out.append(f"gfsd on {h['name']} is not running")
         if not gfarm.is_mounted(h["mount"]):
             out.append(f"{h['mount']} is not mounted")
+        if st.get("sshd") and not pid_alive(h.get("sshd_pid")):
+            out.append(f"sshd on {h['name']} is not running")
     return out
 
 
@@ -203,7 +195,9 @@ def down(log=print):
     """Undo everything an `up` may have made, in order: mounts, daemons, network, hosts lines, state.
     Works from partial or missing state; doing it twice is a no-op. Every step runs even if one fails."""
     st = state.load()
-    found = st is not None or network.our_namespaces() or network.our_links() or gfarm.mounts()
+    from . import sshd
+    found = st is not None or network.our_namespaces() or network.our_links() or gfarm.mounts() \
+        or gfarm.pwrake_mounts() or sshd.CLIENT_CONFIG.exists() or fuse.added()
     if not found:
         log("no testbed is up: nothing to do")
         return False
@@ -223,6 +217,9 @@ def down(log=print):
     # gfsd children serving connections exit when their peers go; anything left in a namespace is ours
     step(_stop, [p for ns in network.our_namespaces() for p in network.namespace_pids(ns)])
     step(network.teardown)
+    step(gfarm.remove_pwrake_dirs)
+    step(sshd.remove_client_config)
+    step(fuse.restore)
     # gfsd leaves /tmp/.gfarm-gfsd<addr>-<port>/ behind; those on our subnet are ours
     for d in glob.glob(f"/tmp/.gfarm-gfsd{layout.SUBNET}.*"):
         shutil.rmtree(d, ignore_errors=True)
@@ -233,7 +230,7 @@ def down(log=print):
     for sub in ("hosts", "gfarm", "ssh", "pgconfig", "log"):
         shutil.rmtree(layout.STATE_DIR / sub, ignore_errors=True)
     state.clear()
-    left = network.our_namespaces() + network.our_links() + [m for m, _ in gfarm.mounts()]
+    left = network.our_namespaces() + network.our_links() + [m for m, _ in gfarm.mounts()] + gfarm.pwrake_mounts()
     if left:
         raise BedError(f"teardown left {', '.join(left)} behind ({'; '.join(errors) or 'still busy'})")
     log("testbed is down")

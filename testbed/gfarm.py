@@ -2,14 +2,17 @@
 
 Everything runs as the testbed user in private mode; facts found by trying it by hand (DESIGN.md §7)
 are applied here and each is checked by a test."""
+import glob
 import os
+import re
 import shutil
+import stat
 import socket
 import subprocess
 import time
 
 from . import layout
-from .sh import BedError, as_user, gist, in_host, read_pid, run, user_env
+from .sh import BedError, as_user, gist, in_host, run, user_env, user_ids, user_sh, wait_pid_file
 
 # All namespaces share one kernel load average: without these, gfmd sees every host as busy and
 # write-local placement looks random.
@@ -19,32 +22,52 @@ CLIENT_LINES = "direct_local_access disable\n"
 # gfarm2fs alone gets libgfarm's profile counters (local/remote read sizes, as gfarm2fs.profile.* xattrs
 # on the mount root): an independent check of locality. Every gf* command would print them at exit.
 MOUNT_CONFIG = layout.GFARM_PREFIX / "etc" / "gfarm2fs.conf"
+# gfarm2fs shows the Gfarm group gfarmadm (the root directory's, mode 0775) as the testbed user's group,
+# so the kernel's permission checks (default_permissions) let that user write where Gfarm lets it
+GROUP_MAP = layout.GFARM_PREFIX / "etc" / "gfarm2fs.groupmap"
+# mounts readable by root (allow_other), with the kernel checking every other user against the modes
+# gfarm2fs reports (default_permissions) instead of letting everyone act as the testbed user
+MOUNT_OPTIONS = "allow_other,default_permissions"
+# daemon logs, pid files and spools: not readable by other local users
+DAEMON_UMASK = 0o027
+
+
+def fresh_user_dir(path, mode=0o755):
+    """A new, empty folder owned by the testbed user. Root fills a folder only while it still owns it;
+    whatever was there (a crashed earlier testbed's, or links the user planted) goes first."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(mode=mode, parents=True)
+    os.chmod(path, mode)
+    give(path)
+
+
+def give(path):
+    """chown to the testbed user, never through a symlink."""
+    uid, gid = user_ids()
+    os.chown(path, uid, gid, follow_symlinks=False)
 
 
 def configure(config_gfarm, backend_args):
     """config-gfarm -N writes gfmd.conf, gfarm2.conf and the usermap (and initialises a database
     backend) without starting anything."""
-    layout.GFARM_PREFIX.mkdir(parents=True, exist_ok=True)
-    shutil.chown(layout.GFARM_PREFIX, layout.USER, layout.USER)
+    fresh_user_dir(layout.GFARM_PREFIX)
     run(as_user([config_gfarm, "--prefix", str(layout.GFARM_PREFIX), "-S", "-A", layout.USER,
                  "-m", str(layout.GFMD_PORT), "-h", layout.META_HOST, *backend_args]),
         env=user_env(), timeout=120)
-    with open(layout.GFMD_CONFIG, "a") as f:
-        f.write(SCHEDULE_LINES)
-    with open(layout.GFARM_CONFIG, "a") as f:
-        f.write(SCHEDULE_LINES + CLIENT_LINES)
-    MOUNT_CONFIG.write_text(layout.GFARM_CONFIG.read_text() + "profile enable\n")
-    shutil.chown(MOUNT_CONFIG, layout.USER, layout.USER)
+    # the prefix is the user's now: these writes are the user's too
+    user_sh('cat >> "$1"', layout.GFMD_CONFIG, input=SCHEDULE_LINES)
+    user_sh('cat >> "$1"', layout.GFARM_CONFIG, input=SCHEDULE_LINES + CLIENT_LINES)
+    user_sh('echo "gfarmadm $2" > "$3" && cat "$1" - > "$4"', layout.GFARM_CONFIG, layout.USER, GROUP_MAP,
+            MOUNT_CONFIG, input=f"profile enable\nlocal_group_map {GROUP_MAP}\n")
     run(as_user(["gfkey", "-f", "-p", "31536000"]), env=user_env())
 
 
 def start_gfmd():
-    layout.LOG_DIR.mkdir(parents=True, exist_ok=True)
-    shutil.chown(layout.LOG_DIR, layout.USER, layout.USER)
+    fresh_user_dir(layout.LOG_DIR, 0o750)
     run(as_user(["/usr/sbin/gfmd", "-P", str(layout.GFMD_PID), "-f", str(layout.GFMD_CONFIG),
-                 "-F", str(layout.GFMD_LOG)]), env=user_env())
+                 "-F", str(layout.GFMD_LOG)]), env=user_env(), umask=DAEMON_UMASK)
     wait_port(layout.META_ADDR, layout.GFMD_PORT, "gfmd", layout.GFMD_LOG)
-    return read_pid(layout.GFMD_PID)
+    return wait_pid_file(layout.GFMD_PID, "gfmd", layout.GFMD_LOG)
 
 
 def wait_port(addr, port, what, log=None, timeout=10.0):
@@ -75,17 +98,15 @@ def register_hosts(names, ncpu):
 
 def start_gfsd(name, addr):
     d = layout.host_dir(name)
-    spool = d / "spool"
-    spool.mkdir(parents=True, exist_ok=True)
-    shutil.copy(layout.GFARM_CONFIG, d / "gfsd.conf")
-    with open(d / "gfsd.conf", "a") as f:
-        f.write(f"local_user_map {layout.GFARM_PREFIX / 'etc' / 'usermap'}\n")
-    for p in (d, spool, d / "gfsd.conf"):
-        shutil.chown(p, layout.USER, layout.USER)
-    os.chmod(spool, 0o700)
+    d.parent.mkdir(parents=True, exist_ok=True)
+    fresh_user_dir(d)
+    # the spool and the config are made by the user in its own folder (the config from the user's file)
+    user_sh('mkdir -m 700 "$1/spool" && { cat "$2"; echo "local_user_map $3"; } > "$1/gfsd.conf"',
+            d, layout.GFARM_CONFIG, layout.GFARM_PREFIX / "etc" / "usermap")
     run(in_host(name, as_user(["/usr/sbin/gfsd", "-P", str(d / "gfsd.pid"), "-f", str(d / "gfsd.conf"),
-                               "-h", name, "-r", str(spool), "-l", addr, "-F", str(layout.LOG_DIR / f"gfsd-{name}.log")])),
-        env=user_env())
+                               "-h", name, "-r", str(d / "spool"), "-l", addr,
+                               "-F", str(layout.LOG_DIR / f"gfsd-{name}.log")])),
+        env=user_env(), umask=DAEMON_UMASK)
 
 
 def hosts_up(names):
@@ -115,9 +136,9 @@ def mount_all(names):
     for name in names:  # every mount point first, so a failure here leaves no gfarm2fs starting
         mnt = layout.mount_path(name)
         mnt.mkdir(parents=True, exist_ok=True)
-        shutil.chown(mnt, layout.USER, layout.USER)
+        give(mnt)
     env = user_env({"GFARM_CONFIG_FILE": str(MOUNT_CONFIG)})
-    procs = [(name, subprocess.Popen(in_host(name, as_user(["gfarm2fs", "-o", "allow_other",
+    procs = [(name, subprocess.Popen(in_host(name, as_user(["gfarm2fs", "-o", MOUNT_OPTIONS,
                                                              str(layout.mount_path(name))])),
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
              for name in names]
@@ -134,15 +155,42 @@ def mount_all(names):
         raise BedError(errors[0])
 
 
-def mounts():
-    """Our gfarm2fs mounts as listed by the kernel."""
-    found = []
+def _mount_table():
     with open("/proc/self/mounts") as f:
-        for line in f:
-            dev, mnt, fstype = line.split()[:3]
-            if mnt.startswith(str(layout.MOUNT_ROOT) + "/"):
-                found.append((mnt, fstype))
-    return found
+        return [line.split()[:4] for line in f]
+
+
+def mounts():
+    """Our gfarm2fs mounts as listed by the kernel: the folders right under MOUNT_ROOT (a mount the
+    user makes deeper inside goes with its parent's lazy unmount)."""
+    return [(mnt, fstype) for _, mnt, fstype, _ in _mount_table()
+            if os.path.dirname(mnt) == str(layout.MOUNT_ROOT)]
+
+
+def pwrake_mounts():
+    """gfarm2fs mounts Pwrake's workers make as the testbed user, /tmp/pwrake_<user>_<pid>_<n>, which a
+    crashed Pwrake leaves behind: only those right in /tmp (whose entries others cannot replace) and
+    mounted by that user."""
+    ids = user_ids()
+    if ids is None:
+        return []
+    name = re.compile(rf"/tmp/pwrake_{re.escape(layout.USER)}_[\w.-]+")
+    return [mnt for _, mnt, fstype, opts in _mount_table()
+            if name.fullmatch(mnt) and fstype == "fuse.gfarm2fs" and f"user_id={ids[0]}" in opts.split(",")]
+
+
+def remove_pwrake_dirs():
+    """The testbed user's empty /tmp/pwrake_<user>_* folders (never through a symlink: rmdir has none)."""
+    ids = user_ids()
+    if ids is None:
+        return
+    for d in glob.glob(f"/tmp/pwrake_{layout.USER}_*"):
+        try:
+            st = os.lstat(d)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == ids[0]:
+                os.rmdir(d)
+        except OSError:
+            pass
 
 
 def is_mounted(path):
@@ -174,16 +222,19 @@ def daemons_using(*prefixes):
 
 
 def unmount_all(timeout=2.0):
-    """Unmount every gfarm2fs of ours. A gfarm2fs whose gfmd is gone blocks umount: after `timeout`,
-    kill it (which aborts the FUSE connection and releases the blocked umount) and detach lazily."""
+    """Unmount every gfarm2fs of ours and those a crashed Pwrake left. A gfarm2fs whose gfmd is gone
+    blocks umount: after `timeout`, kill it (which aborts the FUSE connection and releases the blocked
+    umount) and detach lazily."""
+    def targets():
+        return [mnt for mnt, _ in mounts()] + pwrake_mounts()
     procs = [subprocess.Popen(["umount", mnt], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for mnt, _ in mounts()]
+             for mnt in targets()]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(p.poll() is None for p in procs):
         time.sleep(0.02)
-    for mnt, _ in mounts():
+    for mnt in targets():
         pid = gfarm2fs_pid(mnt)
-        if pid:
+        if pid and is_ours(pid):
             os.kill(pid, 9)
         run(["umount", "-l", mnt], check=False)
     for p in procs:
@@ -193,9 +244,19 @@ def unmount_all(timeout=2.0):
             p.kill()
 
 
-def is_ours(pid, names=(b"gfmd", b"gfsd", b"gfarm2fs", b"sshd", b"postgres")):
+def is_ours(pid, names=("gfmd", "gfsd", "gfarm2fs", "sshd", "postgres")):
+    """A daemon of ours. Pids come from the state and from pid files the testbed user can write, so a
+    name is not enough: ours run as the testbed user, except sshd, which runs as root with our config."""
     try:
-        exe = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0]
+        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        uid = os.stat(f"/proc/{pid}").st_uid
     except OSError:
         return False
-    return any(exe.endswith(n) or os.path.basename(exe).startswith(n) for n in names)
+    # "/usr/sbin/gfsd", "gfsd: back_channel ...", "sshd: /usr/sbin/sshd -f ... [listener] ..."
+    name = os.path.basename(argv[0].split(b" ")[0].rstrip(b":")).decode(errors="replace")
+    if name not in names:
+        return False
+    ids = user_ids()
+    if ids and uid == ids[0]:
+        return True
+    return uid == 0 and name == "sshd" and (str(layout.STATE_DIR) + "/").encode() in b" ".join(argv)
