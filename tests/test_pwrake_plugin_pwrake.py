@@ -1,0 +1,114 @@
+"""The tracing plugin under real Pwrake, in its Gfarm mode, on `mtcbed up --nodes 4 --sshd`: Pwrake runs from a
+checkout named by PWRAKE_SRC (`ruby -I SRC/lib SRC/bin/pwrake`) or as `pwrake` on PATH; skipped when neither
+exists.  Pwrake is not part of mtcio and is never installed by it.
+
+The fan-out Rakefile (a rule, 12 tasks whose inputs sit 3 per host, a gather task): every task is stored once,
+on the host Pwrake says it ran on (task.csv exec_host), and the measured alpha matches Pwrake's preq_loc (the
+bytes of the prerequisites it marked L over all prerequisite bytes); Pwrake's worker mounts are gone at the end."""
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from mtcio import pwrake_plugin
+from mtcio.preload.testing import LIB, ensure_built
+
+FIX = os.path.join(os.path.dirname(__file__), "fixtures", "pwrake")
+MTCPROF = os.path.join(os.path.dirname(sys.executable), "mtcprof")
+MTCBED = [sys.executable, "-m", "mtcio.testbed.cli"]
+SRC = os.environ.get("PWRAKE_SRC")
+N = 12
+
+pytestmark = [pytest.mark.testbed,
+              pytest.mark.skipif(not (SRC and os.path.isfile(os.path.join(SRC, "bin", "pwrake")))
+                                 and shutil.which("pwrake") is None,
+                                 reason="Pwrake not available: set PWRAKE_SRC to a masa16/pwrake checkout "
+                                        "or put pwrake on PATH")]
+
+
+def pwrake_argv():
+    if SRC and os.path.isfile(os.path.join(SRC, "bin", "pwrake")):
+        return ["ruby", "-I", os.path.join(SRC, "lib"), os.path.join(SRC, "bin", "pwrake")], os.path.join(SRC, "bin")
+    return [shutil.which("pwrake")], os.path.dirname(shutil.which("pwrake"))
+
+
+def bed(*args, check=True):
+    return subprocess.run(MTCBED + list(args), capture_output=True, text=True, check=check)
+
+
+def on(host, *argv, **kw):
+    return subprocess.run(MTCBED + ["exec", host, "--", *argv], capture_output=True, text=True, check=True, **kw)
+
+
+def where(host, path):
+    return on(host, "gfwhere", path).stdout.split()
+
+
+def test_pwrake_gfarm_mode_every_task_once_on_exec_host(bed_manager, tmp_path):
+    if not os.path.exists(LIB):
+        ensure_built()
+    bed_manager.release()
+    r = bed("up", "--nodes", "4", "--sshd", check=False)
+    assert r.returncode == 0, r.stderr
+    hosts = [f"mtc-node{k}" for k in range(1, 5)]
+    top = f"/pwr-{os.getpid()}"
+    work = tempfile.mkdtemp(prefix="mtcpwr.")
+    try:
+        os.chmod(work, 0o1777)               # Pwrake and its tasks run as the testbed user
+        on(hosts[0], "mkdir", "-p", f"/mnt/mtcbed/{hosts[0]}{top}")
+        size = {i: 10_000 * (i + 1) for i in range(N)}
+        home = {i: hosts[i % 4] for i in range(N)}
+        for i in range(N):
+            on(home[i], "sh", "-c", f"head -c {size[i]} /dev/urandom > /mnt/mtcbed/{home[i]}{top}/d{i}.in")
+        master = f"/mnt/mtcbed/{hosts[0]}{top}"          # on gfarm2fs: Pwrake switches to its Gfarm mode
+        shutil.copy(os.path.join(FIX, "fanout.Rakefile"), master + "/Rakefile")
+        with open(os.path.join(work, "hosts"), "w") as fh:
+            fh.write("".join(f"{h} 3\n" for h in hosts))
+        argv, bindir = pwrake_argv()
+        db = os.path.join(work, "pw.db")
+        env = ["env", f"PATH={bindir}:{os.environ['PATH']}", f"MTCPROF_CMD={MTCPROF}", f"MTCPROF_LIB={LIB}",
+               f"MTCPROF_DIR={work}/logs", "MTCPROF_RUN=pw", f"MTCPROF_DB={db}"]
+        r = subprocess.run(MTCBED + ["exec", hosts[0], "--", *env, *argv,
+                                     "-r", pwrake_plugin.path("compat"), "-r", pwrake_plugin.path("pwrake"),
+                                     "--hostfile", f"{work}/hosts", "-L", f"{work}/pwlog"],
+                           cwd=master, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "mtcprof: warning" not in r.stderr, r.stderr[-3000:]
+        assert f"mtcprof: run pw stored in {db}" in r.stderr
+        assert "pwrake-import: 26 Pwrake tasks (13 with actions) into run pw; 13 of them traced" in r.stderr
+
+        con = sqlite3.connect(db)
+        traced = con.execute("SELECT t.name, t.attempt, t.stage, h.name, t.exit_status, t.bytes_read_local, "
+                             "t.bytes_read_remote FROM tasks t JOIN hosts h ON h.id = t.host_id").fetchall()
+        pw = {row[0]: row[1:] for row in con.execute(
+            "SELECT name, exec_host, preq, preq_loc FROM pwrake_tasks WHERE run_id = "
+            "(SELECT id FROM runs WHERE name = 'pw') AND has_action = 1")}
+        con.close()
+        assert len(traced) == len({t[0] for t in traced}) == N + 1      # every task exactly once
+        assert sorted(pw) == sorted(t[0] for t in traced)
+        proj_size = {f"d{i}.proj": size[i] for i in range(N)}
+        for name, attempt, stage, host, status, local, remote in traced:
+            exec_host, preq, loc = pw[name]
+            assert (attempt, status, host) == (1, 0, exec_host), name
+            assert stage == ("gather" if name == "all.sum" else ".proj"), name
+            # alpha from Pwrake's preq_loc: the bytes of the prerequisites it marked local
+            preq = json.loads(preq)
+            sizes = [proj_size[p] if name == "all.sum" else size[int(p[1:-3])] for p in preq]
+            assert len(loc) == len(preq), name
+            assert (local, remote) == (sum(s for s, c in zip(sizes, loc) if c == "L"),
+                                       sum(s for s, c in zip(sizes, loc) if c == "R")), name
+        # the fan-out tasks ran where their input is (Pwrake's locality-aware queue) and wrote there
+        for i in range(N):
+            assert pw[f"d{i}.proj"][0] == home[i]
+            assert where(hosts[0], f"{top}/d{i}.proj") == [home[i]]
+        with open("/proc/mounts") as fh:
+            assert [m for m in fh if "/pwrake_" in m] == []                   # Pwrake unmounted its own
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        bed("exec", hosts[0], "--", "rm", "-rf", f"/mnt/mtcbed/{hosts[0]}{top}", check=False)
+        bed_manager.release()
