@@ -157,3 +157,22 @@ def test_ingest_of_a_folder_of_damaged_logs(real_logs, tmp_path):
     res2 = ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=lambda m: None)
     assert sum(r["logs_added"] for r in res2.runs.values()) == 0
     assert c.execute("SELECT count(*) FROM processes").fetchone()[0] == before
+
+
+def test_version1_log_every_offset_and_flips(tmp_path):
+    """The same on a version-1 log (other FILE layout, 64-bit values): the reference reader's path."""
+    full = open(os.path.join(os.path.dirname(__file__), "fixtures", "shim", "scripted-v1.mtclog"), "rb").read()
+    ref, err = ing.rows_from_bytes(full, "v1")
+    assert err is None and len(ref.files) == 10
+    h = Harness(tmp_path / "f.db")
+    for i in range(len(full)):
+        rows, err = h.one(full[:i])
+        assert err is not None and (rows is None or rows.files == ref.files[:len(rows.files)])
+        h.one(full[:i] + full[i + 1:])
+    rng = random.Random(SEED + 2)
+    for _ in range(1000):
+        b = bytearray(full)
+        for _ in range(rng.randint(1, 6)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        h.one(bytes(b))
+    assert h.n == 2 * len(full) + 1000 and h.stored > len(full)
