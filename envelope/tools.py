@@ -8,6 +8,11 @@ their inputs with the tool's own write command on the same path (IOR -w -k, mdte
 fio --rw=write), so the files are where the tool's rank-to-host mapping puts them; locality
 then follows from that mapping (IOR -C -Q 1 / mdtest -N shift reads to the next host), which
 these outputs cannot prove: the points' config says so.
+
+fio: every host works in its own directory through its own mount (Gfarm puts a new file on
+the writer's host): TL writes it, T1L reads it back, T1R reads the next host's ((j+1) mod h);
+TN: every host reads one shared file the first host wrote. K files per process as the native
+engine (``Sweep.k_for``), so a fio point and a native point of a metric do the same work.
 """
 from __future__ import annotations
 
@@ -86,8 +91,11 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
     try:
         for (metric, size, ppn, h), st in zip(jobs, steps):
             hosts = target.hosts[:h]
-            path = target.prefix(hosts[0]) + f"{root}/{metric}-s{size}-p{ppn}h{h}"
-            cfg = {"tool": tool, "placement": "by the tool's rank-to-host mapping (not checked)",
+            base = f"{root}/{metric}-s{size}-p{ppn}h{h}"
+            path = target.prefix(hosts[0]) + base
+            cfg = {"tool": tool, "placement": "each host in its own directory through its own "
+                   "mount; Gfarm puts new files on the writer's host (not checked)" if per_host
+                   else "by the tool's rank-to-host mapping (not checked)",
                    "cache": "the tool's own (IOR -C, fio --invalidate=1); no drop_caches"}
             ctx = {"source": f"{tool} {metric}", "read_metric": metric if metric[1:2] in "1N"
                    and metric != "Tm" else None, "hosts": h, "procs_per_host": ppn,
@@ -97,17 +105,11 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
             err = None
             # the native engine's files per process (and so ops and bytes per op), not the
             # tool's default: the same work under the same metric
-            k = 1 if metric == "TN" else sweep.k_for(size)
+            k = sweep.k_for(size)       # TN: reads of the one shared file per process
             try:
                 if per_host:
-                    if metric != "TL":     # inputs first, with the tool itself
-                        run_many([(agents[x], drv.command("TL", size, ppn, path, hosts=1,
-                                                          files_per_proc=k))
-                                  for x in hosts], sweep.timeout + 15)
-                    res = run_many([(agents[x], drv.command(metric, size, ppn, path, hosts=1,
-                                                            repeats=sweep.repeat,
-                                                            files_per_proc=k))
-                                    for x in hosts], sweep.timeout + 15)
+                    res = _fio_point(drv, agents, target, hosts, metric, size, ppn, k, base,
+                                     sweep)
                     bad = [r for r in res if r.rc != 0]
                     if bad:
                         err = f"{bad[0].host}: {tool} exit {bad[0].rc}: {bad[0].stderr[-300:]}"
@@ -146,6 +148,12 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        if agents and not sweep.keep_files:
+            try:
+                agents[target.hosts[0]].run(["rm", "-rf", target.prefix(target.hosts[0]) + root],
+                                            timeout=120)
+            except Exception:   # noqa: BLE001 - cleanup is best effort; the path is printed
+                pass
         for a in agents.values():
             a.kill()
         from .measure import set_status
@@ -155,6 +163,40 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
             conn.close()
     return {"run": name, "db": db, "points": n, "failed": failed, "interrupted": interrupted,
             "seconds": time.monotonic() - t0, "steps": len(steps), "workdir": root}
+
+
+def _fio_point(drv, agents, target, hosts, metric, size, ppn, k, base, sweep):
+    """One fio point on every host at once: its directories (or shared file) made and its
+    inputs written first, then the measured run; the measured run's results per host."""
+    from .agent import run_many
+    t = sweep.timeout + 15
+    dirs = {x: f"{base}/{x}" for x in hosts}
+    first = agents[hosts[0]]
+    # through the first host's mount (any POSIX mount of the file system will do)
+    mk = first.run(["mkdir", "-p", *[target.prefix(hosts[0]) + d for d in dirs.values()]],
+                   timeout=60)
+    if mk.rc:
+        return [mk]
+    if metric == "TN":
+        shared = f"{base}/shared"
+        w = first.run(["sh", "-c", f"head -c {int(size)} /dev/urandom > "
+                       f"'{target.prefix(hosts[0])}{shared}'"], timeout=t)
+        if w.rc:
+            return [w]
+        return run_many([(agents[x], drv.command("TN", size, ppn, target.prefix(x) + shared,
+                                                 hosts=1, repeats=sweep.repeat,
+                                                 ops_per_proc=k))
+                         for x in hosts], t)
+    if metric != "TL":     # inputs first, with the tool itself, each host in its directory
+        ws = run_many([(agents[x], drv.command("TL", size, ppn, target.prefix(x) + dirs[x],
+                                               hosts=1, files_per_proc=k)) for x in hosts], t)
+        if any(r.rc for r in ws):
+            return ws
+    src = {x: (hosts[(j + 1) % len(hosts)] if metric == "T1R" else x)
+           for j, x in enumerate(hosts)}
+    return run_many([(agents[x], drv.command(metric, size, ppn, target.prefix(x) + dirs[src[x]],
+                                             hosts=1, repeats=sweep.repeat,
+                                             files_per_proc=k)) for x in hosts], t)
 
 
 def _sum_hosts(per_host: list[list[Point]], h: int) -> list[Point]:
@@ -172,6 +214,9 @@ def _sum_hosts(per_host: list[list[Point]], h: int) -> list[Point]:
             else:
                 a = acc[key]
                 a.value += p.value
+                for c in ("ops", "io_bytes"):      # over all hosts, like the engine's
+                    if isinstance(a.config.get(c), int) and isinstance(p.config.get(c), int):
+                        a.config[c] += p.config[c]
                 if not p.ok:
                     a.ok, a.error = False, p.error
     return list(acc.values())

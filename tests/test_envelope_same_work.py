@@ -58,3 +58,31 @@ def test_fio_and_the_engine_do_the_same_writes_and_reads(tmp_path, size, procs):
         (nt, nb) = eng.points_from_runs(metric, [runs[op]], file_size=size,
                                         procs_per_host=procs, hosts=1, repeat=0)
         assert nt.config["ops"] == t.config["ops"] and nt.metric == t.metric
+
+
+@pytest.mark.testbed
+def test_fio_sweep_and_native_sweep_rest_on_the_same_work(testbed, tmp_path):
+    """`measure --tool fio` and the native sweep on the 4-host testbed: for every metric the
+    same files per process, ops and bytes per op (fio per host, summed over hosts)."""
+    import sys
+    from mtcio.envelope.export import load
+    db = tmp_path / "w.db"
+    args = ["--db", db, "--sizes", "128k", "--procs", "2", "--repeat", "1", "--quiet",
+            "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"]
+    for name, extra in (("fio", ["--tool", "fio"]), ("native", ["--precision", "0"])):
+        cp = subprocess.run([sys.executable, "-m", "mtcio.envelope.cli", "measure", "--name",
+                             name, *map(str, args), *extra], capture_output=True, text=True,
+                            timeout=300)
+        assert cp.returncode == 0, cp.stderr[-2000:]
+    fio, nat = load(db, "fio"), load(db, "native")
+    assert fio["ok"].all() and nat["ok"].all()
+    assert sorted(fio["metric"]) == sorted(nat["metric"]) and len(fio) == 8
+    for m in ("TL", "BL", "T1L", "B1L", "T1R", "B1R", "TN", "BN"):
+        f = fio[fio.metric == m].iloc[0]
+        n = nat[nat.metric == m].iloc[0]
+        work = ("files_per_proc", "ops", "bytes_per_op")
+        assert [f.config[c] for c in work] == [n.config[c] for c in work], m
+        assert (f.file_size, f.procs_per_host, f.hosts) == (n.file_size, n.procs_per_host, 4)
+    t = nat[nat.metric == "TL"].iloc[0].config
+    assert (t["files_per_proc"], t["ops"], t["bytes_per_op"]) == (16, 16 * 2 * 4, 128 << 10)
+    assert nat[nat.metric == "TN"].iloc[0].config["files_per_proc"] == 1

@@ -15,7 +15,9 @@ T1L/B1L ``--rw=read --directory=DIR --invalidate=1``: files written beforehand b
         client page cache of each file first (posix_fadvise DONTNEED).
 T1R/B1R the same on files written from another host (the orchestrator's placement; fio
         cannot tell local from remote: the parser needs ``read_metric`` in the context).
-TN/BN   ``--rw=read --filename=PATH --size=SIZE``: every job reads the same whole file.
+TN/BN   ``--rw=read --filename=PATH --size=SIZE [--loops=K]``: every job reads the same whole
+        file, K times (each loop opens, reads and closes it: the native engine's K ops per
+        process on one shared file).
 Tm      not measurable with fio (its layout phase is untimed): use mdtest or the engine.
 ======  ===================================================================================
 
@@ -41,6 +43,7 @@ class FioDriver(Driver):
     def command(self, metric: str, file_size: int, nprocs: int, path: str, *,
                 hosts: int = 1, launcher: Sequence[str] | None = None,
                 transfer: int | None = None, files_per_proc: int = 16, repeats: int = 1,
+                ops_per_proc: int = 1,
                 fsync: bool = False, job_name: str = "mtc",
                 extra: Sequence[str] = ()) -> list[str]:
         self.check_metric(metric)
@@ -55,6 +58,8 @@ class FioDriver(Driver):
         kind = metric.lstrip("TB")
         if kind == "N":
             argv += ["--rw=read", f"--filename={path}", f"--size={file_size}", "--invalidate=1"]
+            if ops_per_proc > 1:
+                argv += [f"--loops={ops_per_proc}"]
         else:
             argv += [f"--directory={path}", f"--filesize={file_size}",
                      f"--nrfiles={files_per_proc}", "--openfiles=1",
