@@ -78,7 +78,10 @@ def write_private(path: str, data: bytes | str) -> None:
     if os.path.isdir(path):
         raise IsADirectoryError(21, "is a folder, not a file name", path)
     d, base = os.path.split(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + base + ".", suffix=".tmp", dir=d)   # mkstemp: 0600, O_EXCL
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + base + ".", suffix=".tmp", dir=d)   # mkstemp: 0600, O_EXCL
+    except OSError as e:        # name the file asked for, not the temp file
+        raise type(e)(e.errno, e.strerror, path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
