@@ -57,6 +57,7 @@ class EnvelopeSurface:
         self._means: dict[tuple[str, int], dict] = {}
         self._gp: dict = {}
         self._rng = None
+        self._memo: dict = {}     # look-ups already answered by this surface (a prediction repeats many)
 
     # ---- fit ---------------------------------------------------------------------------------------------------------
     def fit(self, points) -> "EnvelopeSurface":
@@ -81,7 +82,10 @@ class EnvelopeSurface:
         return {m for m, _ in self.grids}
 
     def host_counts(self, metric: str) -> list:
-        return sorted(h for m, h in self.grids if m == metric)
+        hc = self._gp.get(("hosts", metric))
+        if hc is None:
+            hc = self._gp[("hosts", metric)] = sorted(h for m, h in self.grids if m == metric)
+        return hc
 
     def grid_for(self, metric: str, hosts: int | None, k: float | None = None):
         """(host count, grid) of a metric: the stage's own host count when measured (and, given k, covering
@@ -115,6 +119,13 @@ class EnvelopeSurface:
     def value(self, metric: str, size: float, k: float, hosts: int | None = None, *,
               clamp_small: bool = True) -> Lookup:
         """The metric at file size `size` (bytes) and concurrency `k`, on `hosts` hosts when measured."""
+        key = (metric, size, k, hosts, clamp_small)
+        lk = self._memo.get(key)
+        if lk is None:
+            lk = self._memo[key] = self._value(metric, size, k, hosts, clamp_small)
+        return lk
+
+    def _value(self, metric, size, k, hosts, clamp_small) -> Lookup:
         if metric not in THROUGHPUT and metric not in THROUGHPUT_OF:
             raise EnvelopeError(f"unknown envelope metric {metric!r}")
         h, g = self.grid_for(metric, hosts, k)
