@@ -331,7 +331,8 @@ def build_report(s, run, outdir: str, top: int = 20, db_path: str | None = None)
                      f'<code>{_e(name)}</code> (no logs, or logs without any process of a task).</p>')
         parts.append(_warnings_section(s, rid))
         return _write(outdir, parts)
-    parts.extend(_body(s, rid, tasks, outdir, top))
+    with _plt().rc_context({"text.parse_math": False}):     # names are text: a stage "$\\foo$" is no formula
+        parts.extend(_body(s, rid, tasks, outdir, top))
     return _write(outdir, parts)
 
 

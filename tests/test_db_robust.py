@@ -335,3 +335,18 @@ def test_copy_time_counted_once(tmp_path):
     assert len(cp) >= 2 and set(cp["op"]) == {"read", "write"}
     for (_, a), (_, b) in zip(cp[cp["op"] == "read"].iterrows(), cp[cp["op"] == "write"].iterrows()):
         assert abs(int(a["start_ns"] + a["dur_ns"]) - int(b["start_ns"])) < 1000   # the call's two halves
+
+
+def test_report_of_names_that_look_like_tex(tmp_path):
+    """Stage and host names are text in the figures, not matplotlib math (a stage "$\\foo$" used to fail)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    r = run(["sh", "-c", "cat /etc/hostname > /dev/null"], str(logs),
+            env_extra={"MTCPROF_STAGE": "$\\foo$", "MTCPROF_TASK": "t", "MTCPROF_HOST": "$h_1$"})
+    assert r.returncode == 0, r.stderr
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
+    r = mtcprof("report", "--db", str(db), "--run", "logs", "-o", str(tmp_path / "rep"), text=True)
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert "$\\foo$" in page and "$h_1$" in page and (tmp_path / "rep" / "timeline.png").stat().st_size > 1000
