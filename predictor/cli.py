@@ -8,7 +8,7 @@ import sys
 
 EPILOG = """\
 variants:
-  faithful  equations (1)-(3) as the seed writes them: C = hosts, ceil(N/C) rounds, T and B as the
+  faithful  equations (1)-(3) of the round-based model as published: C = hosts, ceil(N/C) rounds, T and B as the
             roofline (T at the envelope's smallest size, B at its largest) at concurrency C
   refined   slots = hosts x procs per host, the last partial round, envelope values at the stage's real
             file size and concurrency, real metadata counts, re-reads, several files per task, tiny

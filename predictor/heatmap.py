@@ -2,7 +2,7 @@
 
 x is always the file size (log), y the concurrency k (processes doing I/O at once) or the node count C.
 - bandwidth(metric): the predicted aggregate bandwidth of k concurrent whole-file ops of one size; for
-  writes with the seed's one create per round, k·s / (1/Tm + k/TL) (equation (2) per round, T at the size);
+  writes with the model's one create per round, k·s / (1/Tm + k/TL) (equation (2) per round, T at the size);
 - stage_time: the refined prediction of one stage with every task file of size s on C nodes;
 - dominant: per cell, which term of a stage-shaped task (its α, files and shared header) is largest.
 """

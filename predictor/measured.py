@@ -2,7 +2,7 @@
 
 Measured stage I/O time: per host, the sum of its tasks' traced time inside I/O calls (open, read,
 write, close, stat/unlink/... on the files the model counts: Gfarm files when the run touched any),
-divided by the host's slots (tasks running at once on it; 1 in the seed's one-task-per-node setting),
+divided by the host's slots (tasks running at once on it; 1 in the published model's one task per node),
 so it is the I/O time of one execution slot, as the round formulas count it; the stage's value is the
 maximum over hosts (the slowest host ends the stage). The stage's wall span is given for context.
 

@@ -1,10 +1,10 @@
 """Predict one workflow stage's I/O time from an envelope surface: the faithful model and the refined one.
 
-    p = predict_stage(stage, surface, "faithful")            # equations (1)-(3) as the seed writes them
+    p = predict_stage(stage, surface, "faithful")            # equations (1)-(3) as published
     p = predict_stage(stage, surface, "refined")             # every refinement on
     p = predict_stage(stage, surface, "refined", refine={"slots", "size_lookup"})   # some of them
 
-Both predict the I/O time of one execution slot (a slot runs one task at a time; the seed's slot is a
+Both predict the I/O time of one execution slot (a slot runs one task at a time; the published model's slot is a
 node): rounds x the I/O time of a task in a round. predictor/README.md documents every term.
 """
 from __future__ import annotations
@@ -257,7 +257,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     def round_time(kk):
         t = formulas.task_io_time(kk, ops, rates(kk))
         if "metadata" not in on and need["write"]:
-            t["meta"] = t.get("meta", 0.0) + 1.0 / env.get("Tm", 0, kk)   # the seed's one create per round
+            t["meta"] = t.get("meta", 0.0) + 1.0 / env.get("Tm", 0, kk)   # equations (1)/(2): one create per round
         return t
 
     if "partial_round" in on:
