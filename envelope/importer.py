@@ -23,11 +23,8 @@ class DuplicateImport(ParseError):
 
 
 def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise ParseError(path, f"cannot read: {e.strerror}") from None
+    from .drivers import read_output
+    return read_output(path)
 
 
 def _key(p: Point) -> tuple:

@@ -2,6 +2,7 @@
 export round trip is exact, an output is imported once, `-o -` is stdout, a closed pipe is quiet,
 failed points are listed with their columns, an interrupted run is marked."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,14 @@ def test_interrupted_run_is_marked(tmp_path):
     f.write_text(c)
     assert envelope.load(f).attrs["status"] == "interrupted"
     assert envelope.load(db, "cut").attrs["status"] == "interrupted"
+
+
+def test_import_refuses_what_is_not_a_regular_file(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for f, why in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"),
+                   (tmp_path, "cannot read: Is a directory")):
+        cp = cli("import", f, "--db", tmp_path / "e.db", "--name", "x", check=False,
+                 timeout=20)
+        assert (cp.returncode, cp.stderr) == (2, f"mtcenvelope import: {f}: {why}\n")
+    assert not (tmp_path / "e.db").exists()

@@ -68,15 +68,33 @@ def parse_text(text: str, context: dict[str, Any] | None = None,
     return pts
 
 
+MAX_OUTPUT = 256 << 20     # bytes: a benchmark report is far smaller
+
+
+def read_output(path: str | os.PathLike) -> bytes:
+    """The bytes of a benchmark output: a regular file (not a device, FIFO or folder), at
+    most MAX_OUTPUT bytes; ParseError naming the file otherwise."""
+    import stat
+    p = os.fspath(path)
+    try:
+        # O_NONBLOCK: a FIFO is refused below instead of waiting for a writer
+        with os.fdopen(os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise ParseError(p, "not a regular file")
+            raw = f.read(MAX_OUTPUT + 1)
+    except OSError as e:
+        raise ParseError(p, f"cannot read: {e.strerror}") from None
+    if len(raw) > MAX_OUTPUT:
+        raise ParseError(p, f"larger than {MAX_OUTPUT >> 20} MiB: not a benchmark report")
+    return raw
+
+
 def parse_file(path: str | os.PathLike, context: dict[str, Any] | None = None,
                tool: str | None = None) -> list[Point]:
     """Points of one benchmark output file; raises ParseError naming the file."""
     p = os.fspath(path)
-    try:
-        with open(p, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise ParseError(p, f"cannot read: {e.strerror}") from None
+    raw = read_output(p)
     text = raw.decode("utf-8", errors="replace")
     ctx = dict(context or {})
     ctx.setdefault("source", p)
