@@ -35,7 +35,7 @@ test: setup
 	if [ $$rc = 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 demo: setup
-	flock /run/mtcbed.lock $(PY) testbed/demo.py
+	flock /run/mtcbed.lock $(PY) montage_example/demo.py
 
 bench: setup
 	@for b in tests/bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done

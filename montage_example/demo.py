@@ -1,0 +1,177 @@
+"""`make demo`: Montage on a real 4-host Gfarm, end to end, in one command.
+
+testbed up (4 hosts) -> quick envelope sweep -> synthetic sky -> Montage under Rake with the mtcio plugin and
+placement -> ingest -> `mtcprof model` -> `mtcpredict --validate` -> one HTML page (OUT/index.html: the stage
+table measured vs predicted, locality per stage beside the seed's, the mosaic, links to mtcpredict's and
+mtcprof's reports) -> testbed down, whatever happened.
+
+    python montage_example/demo.py [--out DIR] [--preset demo|tiny|paper] [--keep-up]
+
+Any failing step stops the demo with one line naming the step, and the testbed is still torn down.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from montage_example import page, prepare, run as mrun  # noqa: E402
+
+BIN = os.path.dirname(sys.executable)
+MTCBED = [sys.executable, "-m", "mtcio.testbed.cli"]
+HOSTS = 4
+SLOTS = 2
+# The quick sweep: the sizes Montage's files have in the demo preset (headers, tiles, projected images),
+# 1 and 2 processes per host (the plugin's 2 slots), on 1 and 4 hosts; one repeat per point.
+SWEEP = ["--sizes", "4k,256k,1m", "--procs", "1,2", "--host-counts", "1,4", "--repeat", "1", "--precision", "0",
+         "--time-budget", "0"]
+ENVELOPE, RUN = "bed4", "montage-demo"
+
+
+class StepError(Exception):
+    pass
+
+
+def sh(argv, what, capture=True, **kw):
+    r = subprocess.run(argv, capture_output=capture, text=True, **kw)
+    if r.returncode != 0:
+        err = (r.stderr or r.stdout or "").strip().splitlines() if capture else []
+        raise StepError(f"{what} failed (exit {r.returncode})" + (f": {err[-1]}" if err else ""))
+    return r
+
+
+class Demo:
+    def __init__(self, out: str, preset: str):
+        self.out, self.preset = out, preset
+        self.db = os.path.join(out, "mtc.db")
+        self.t0 = time.monotonic()
+        self.times = {}
+        self.n = 0
+
+    def step(self, title, fn, *a):
+        self.n += 1
+        print(f"\n[{self.n}/9] {title}  (t = {time.monotonic() - self.t0:.0f} s)", flush=True)
+        t = time.monotonic()
+        try:
+            res = fn(*a)
+        except (StepError, mrun.RunError, prepare.PrepareError, OSError) as e:
+            raise StepError(f"step {self.n} ({title}): {e}") from None
+        self.times[title] = time.monotonic() - t
+        return res
+
+    def up(self):
+        r = subprocess.run(MTCBED + ["up", "--nodes", str(HOSTS)], capture_output=True, text=True)
+        if r.returncode == 3:
+            raise StepError("a testbed is already up (another demo or test run?); `mtcbed down` first")
+        if r.returncode != 0:
+            raise StepError("mtcbed up failed: " + (r.stderr.strip().splitlines() or ["?"])[-1])
+        self.bed = mrun.Bed.current()
+        print(f"  hosts: {', '.join(self.bed.hosts)}")
+
+    def sweep(self):
+        # progress goes straight to the terminal
+        sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", ENVELOPE, *SWEEP],
+           "mtcenvelope measure", capture=False)
+
+    def sky(self):
+        self.src = os.path.join(self.out, "sky")
+        self.pairs = prepare.prepare(self.src, self.preset)
+        self.tiles = len(os.listdir(os.path.join(self.src, "raw")))
+        size = os.path.getsize(os.path.join(self.src, "raw", sorted(os.listdir(os.path.join(self.src, "raw")))[0]))
+        print(f"  {self.tiles} tiles of {size / 1e6:.2f} MB, {len(self.pairs)} overlaps planned")
+
+    def stage(self):
+        self.top = f"/montage-demo-{os.getpid()}"
+        home = mrun.stage_inputs(self.bed, self.top, self.src, self.bed.hosts)
+        print("  tiles per host: " + ", ".join(f"{h} {list(home.values()).count(h)}" for h in self.bed.hosts))
+
+    def montage(self):
+        logs = mrun.make_logdir(self.bed)
+        done = [0]
+
+        def progress(line):
+            if line.startswith("mtcprof:"):
+                print("  " + line, flush=True)
+            elif line.startswith(("m", "python3", "cd ")):
+                done[0] += 1
+                if done[0] % 5 == 0:
+                    print(f"  {done[0]} commands started", flush=True)
+        try:
+            res = mrun.run_workflow(self.bed, self.top, self.bed.hosts, run=RUN, db=self.db, logdir=logs,
+                                    placement="with", slots=SLOTS, on_line=progress)
+        finally:
+            shutil.rmtree(logs, ignore_errors=True)
+        if f"mtcprof: run {RUN} stored in" not in res.stderr:
+            raise StepError("the run was not ingested: " + res.stderr.strip()[-300:])
+        self.wall = res.wall_s
+        m0 = self.bed.mounts[self.bed.hosts[0]] + self.top
+        shutil.copy(m0 + "/mosaic.png", os.path.join(self.out, "mosaic.png"))
+        print(f"  {done[0]} commands, {res.wall_s:.1f} s wall")
+
+    def model(self):
+        sh([os.path.join(BIN, "mtcprof"), "model", "--db", self.db, "--run", RUN, "--envelope", ENVELOPE,
+            "-o", os.path.join(self.out, "workflow.yaml")], "mtcprof model")
+        sh([os.path.join(BIN, "mtcprof"), "report", "--db", self.db, "--run", RUN,
+            "-o", os.path.join(self.out, "profile")], "mtcprof report")
+
+    def predict(self):
+        r = sh([os.path.join(BIN, "mtcpredict"), os.path.join(self.out, "workflow.yaml"),
+                "--envelope", f"{self.db}:{ENVELOPE}", "--validate", f"{self.db}:{RUN}",
+                "--out", os.path.join(self.out, "predict"), "--bootstrap", "20"], "mtcpredict")
+        print("  " + r.stdout.rstrip().replace("\n", "\n  "))
+
+    def page(self):
+        self.page_path, self.summary = page.write(self.out, self.db, RUN, {
+            "tiles": self.tiles, "overlaps": len(self.pairs), "hosts": len(self.bed.hosts), "slots": SLOTS,
+            "preset": self.preset, "wall_s": self.wall, "steps": self.times})
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="make demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="/tmp/mtcio-demo", help="output folder (emptied first; default %(default)s)")
+    p.add_argument("--preset", default="demo", choices=["tiny", "demo", "paper"])
+    a = p.parse_args(argv)
+    if os.geteuid() != 0:
+        print("make demo: needs root (the testbed creates network namespaces)", file=sys.stderr)
+        return 2
+    shutil.rmtree(a.out, ignore_errors=True)
+    os.makedirs(a.out)
+    d = Demo(a.out, a.preset)
+    up = False
+    try:
+        d.step("testbed up (4 hosts)", d.up)
+        up = True
+        d.step("envelope sweep (mtcenvelope measure, quick)", d.sweep)
+        d.step("synthetic sky", d.sky)
+        d.step("tiles into Gfarm, one host each in turn", d.stage)
+        d.step("Montage under rake with the mtcio plugin and placement", d.montage)
+        d.step("mtcprof model and mtcprof report", d.model)
+        d.step("mtcpredict --validate", d.predict)
+        d.step("the demo page", d.page)
+    except StepError as e:
+        print(f"\nmake demo: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nmake demo: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 -- one line for the user; MTCIO_DEBUG=1 shows the traceback
+        if os.environ.get("MTCIO_DEBUG"):
+            raise
+        print(f"\nmake demo: step {d.n} failed unexpectedly: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if up:
+            print(f"\n[9/9] testbed down  (t = {time.monotonic() - d.t0:.0f} s)", flush=True)
+            subprocess.run(MTCBED + ["down"], capture_output=True)
+    print("\n" + d.summary)
+    print(f"\ndemo finished in {time.monotonic() - d.t0:.0f} s; page: {d.page_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
