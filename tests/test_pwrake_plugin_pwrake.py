@@ -49,12 +49,28 @@ def where(host, path):
     return on(host, "gfwhere", path).stdout.split()
 
 
-def test_pwrake_gfarm_mode_every_task_once_on_exec_host(bed_manager, tmp_path):
+@pytest.fixture(scope="module")
+def sshd_bed(bed_manager):
+    """`mtcbed up --nodes 4 --sshd` for this module; the shared testbed comes back for the next user."""
     if not os.path.exists(LIB):
         ensure_built()
     bed_manager.release()
     r = bed("up", "--nodes", "4", "--sshd", check=False)
     assert r.returncode == 0, r.stderr
+    yield [f"mtc-node{k}" for k in range(1, 5)]
+    bed_manager.release()
+
+
+def run_pwrake(host, cwd, work, *extra, compat=True, plugin=True):
+    argv, bindir = pwrake_argv()
+    env = ["env", f"PATH={bindir}:{os.environ['PATH']}", f"MTCPROF_CMD={MTCPROF}", f"MTCPROF_LIB={LIB}",
+           f"MTCPROF_DIR={work}/logs", "MTCPROF_RUN=pw", f"MTCPROF_DB={work}/pw.db"]
+    req = (["-r", pwrake_plugin.path("compat")] if compat else []) + (["-r", pwrake_plugin.path("pwrake")] if plugin else [])
+    return subprocess.run(MTCBED + ["exec", host, "--", *env, *argv, *req, "--hostfile", f"{work}/hosts", *extra],
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_pwrake_gfarm_mode_every_task_once_on_exec_host(sshd_bed, tmp_path):
     hosts = [f"mtc-node{k}" for k in range(1, 5)]
     top = f"/pwr-{os.getpid()}"
     work = tempfile.mkdtemp(prefix="mtcpwr.")
@@ -69,14 +85,8 @@ def test_pwrake_gfarm_mode_every_task_once_on_exec_host(bed_manager, tmp_path):
         shutil.copy(os.path.join(FIX, "fanout.Rakefile"), master + "/Rakefile")
         with open(os.path.join(work, "hosts"), "w") as fh:
             fh.write("".join(f"{h} 3\n" for h in hosts))
-        argv, bindir = pwrake_argv()
         db = os.path.join(work, "pw.db")
-        env = ["env", f"PATH={bindir}:{os.environ['PATH']}", f"MTCPROF_CMD={MTCPROF}", f"MTCPROF_LIB={LIB}",
-               f"MTCPROF_DIR={work}/logs", "MTCPROF_RUN=pw", f"MTCPROF_DB={db}"]
-        r = subprocess.run(MTCBED + ["exec", hosts[0], "--", *env, *argv,
-                                     "-r", pwrake_plugin.path("compat"), "-r", pwrake_plugin.path("pwrake"),
-                                     "--hostfile", f"{work}/hosts", "-L", f"{work}/pwlog"],
-                           cwd=master, capture_output=True, text=True, timeout=300)
+        r = run_pwrake(hosts[0], master, work, "-L", f"{work}/pwlog")
         assert r.returncode == 0, r.stderr[-3000:]
         assert "mtcprof: warning" not in r.stderr, r.stderr[-3000:]
         assert f"mtcprof: run pw stored in {db}" in r.stderr
@@ -111,4 +121,46 @@ def test_pwrake_gfarm_mode_every_task_once_on_exec_host(bed_manager, tmp_path):
     finally:
         shutil.rmtree(work, ignore_errors=True)
         bed("exec", hosts[0], "--", "rm", "-rf", f"/mnt/mtcbed/{hosts[0]}{top}", check=False)
-        bed_manager.release()
+
+
+def test_pwrake_plain_mode_and_the_ruby3_deadlock(sshd_bed, tmp_path):
+    """Plain mode (the master's folder is a local one every host sees): tasks spread over the hosts by ssh,
+    each stored once on its exec_host.  Without the compatibility file Pwrake 2.3.1 stops with Ruby's fiber
+    deadlock on this fan-out; with it the same workflow runs."""
+    hosts = sshd_bed
+    work = tempfile.mkdtemp(prefix="mtcpwr.")
+    try:
+        wf = os.path.join(work, "wf")
+        os.mkdir(wf)
+        shutil.copy(os.path.join(FIX, "fanout.Rakefile"), wf + "/Rakefile")
+        for i in range(N):
+            with open(f"{wf}/d{i}.in", "wb") as fh:
+                fh.write(os.urandom(1000 + i))
+        with open(os.path.join(work, "hosts"), "w") as fh:
+            fh.write("".join(f"{h} 2\n" for h in hosts))
+        for root, dirs, files in os.walk(work):
+            for x in dirs + files:
+                os.chmod(os.path.join(root, x), 0o1777 if x in dirs else 0o666)
+        os.chmod(work, 0o1777)
+        ver = subprocess.run(["ruby", "-e", "print RUBY_VERSION >= '3.0.2' ? 1 : 0"], capture_output=True,
+                             text=True).stdout
+        argv, _ = pwrake_argv()
+        pver = subprocess.run([*argv, "--version"], capture_output=True, text=True).stdout
+        if ver == "1" and "2.3.1" in pver:
+            r = run_pwrake(hosts[0], wf, work, compat=False, plugin=False)
+            assert r.returncode == 1
+            assert "ThreadError: deadlock; lock already owned by another fiber" in r.stderr
+        r = run_pwrake(hosts[0], wf, work, "-L", f"{work}/pwlog")
+        assert r.returncode == 0, r.stderr[-3000:]
+        con = sqlite3.connect(f"{work}/pw.db")
+        traced = dict(con.execute("SELECT t.name, h.name FROM tasks t JOIN hosts h ON h.id = t.host_id"))
+        pw = dict(con.execute("SELECT name, exec_host FROM pwrake_tasks WHERE has_action = 1"))
+        n = con.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
+        con.close()
+        assert n == len(traced) == N + 1
+        assert traced == pw
+        assert len(set(traced.values())) >= 2                  # spread over hosts by ssh
+        with open(f"{wf}/all.sum") as fh:
+            assert int(fh.read()) == sum(1000 + i for i in range(N))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
