@@ -92,9 +92,10 @@ class FioDriver(Driver):
 
         groups: dict[int, list[dict]] = {}
         for j in jobs:
-            require(isinstance(j, dict) and "job options" in j and "groupid" in j, ctx,
-                    "a job without 'job options'/'groupid'")
-            groups.setdefault(int(j["groupid"]), []).append(j)
+            require(isinstance(j, dict) and isinstance(j.get("job options"), dict) and
+                    isinstance(j.get("groupid"), int), ctx,
+                    "a job without 'job options' or an integer 'groupid'")
+            groups.setdefault(j["groupid"], []).append(j)
 
         points: list[Point] = []
         seen: dict[tuple, int] = {}
@@ -121,8 +122,12 @@ class FioDriver(Driver):
                 metric = ctx["read_metric"].replace("B", "T", 1)
             else:
                 metric = "TN" if shared and nprocs > 1 else "T1L"
-            io_bytes = sum(int(j[direction]["io_bytes"]) for j in js)
-            runtime_ms = max(int(j[direction]["runtime"]) for j in js)
+            try:
+                io_bytes = sum(_count(j[direction]["io_bytes"]) for j in js)
+                runtime_ms = max(_count(j[direction]["runtime"]) for j in js)
+            except (KeyError, TypeError, ValueError) as e:
+                raise ParseError(source_of(ctx), f"group {gid}: the {direction} results lack "
+                                 f"an integer io_bytes or runtime ({e})") from None
             hosts = int(ctx.get("hosts", 1))
             ppn = int(ctx.get("procs_per_host", nprocs))
             key = (metric, fsize, ppn, hosts)
@@ -163,3 +168,10 @@ class FioDriver(Driver):
             bw = io_bytes * 1000.0 / runtime_ms
             points += pair(metric, bw / fsize, fsize, **kw)
         return points
+
+
+def _count(v) -> int:
+    """An integer count of fio's JSON (a float or a string is a damaged output)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{v!r} is not an integer")
+    return v

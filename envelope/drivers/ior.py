@@ -216,10 +216,10 @@ class IORDriver(Driver):
                     "api": s0.get("API", opts.get("api")),
                 }
                 geo["nodes"] = int(opts.get("nodes", max(1, geo["tasks"] // geo["ppn"])))
-            except (KeyError, ValueError) as e:
+            except (KeyError, ValueError, ZeroDivisionError) as e:
                 raise ParseError(source_of(ctx), f"summary table of test {t} lacks or garbles "
-                                 f"column {e}") from None
-            phases = {s["Operation"] for s in summ}
+                                 f"a column ({e})") from None
+            phases = {s.get("Operation") for s in summ} & {"write", "read"}
             for ph in phases:
                 n = sum(1 for r in test["rows"] if r[0] == ph)
                 require(n == geo["reps"], ctx, f"test {t}: {n} '{ph}' result rows, but "
@@ -261,8 +261,9 @@ class IORDriver(Driver):
                        "reorder_random": bool(par.get("reorderTasksRandom", 0)),
                        "segments": int(par["segmentCount"]), "block": int(par["blockSize"]),
                        "transfer": int(par["transferSize"]), "api": par.get("api")}
-            except (KeyError, TypeError, ValueError) as e:
-                raise ParseError(source_of(ctx), f"test {t} 'Parameters' lack {e}") from None
+            except (KeyError, TypeError, ValueError, OverflowError) as e:
+                raise ParseError(source_of(ctx), f"test {t} 'Parameters' lack or garble a "
+                                 f"value ({e})") from None
             phases = {ph for ph, key in (("write", "writeFile"), ("read", "readFile"))
                       if par.get(key)}
             results, seen = [], {"write": 0, "read": 0}

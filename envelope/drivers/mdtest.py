@@ -95,10 +95,14 @@ class MdtestDriver(Driver):
         require(cm, ctx, "no 'Command line used:' line")
         argv = _split(cm.group(1))
         opts = _options(argv)
-        write_bytes = parse_size(opts.get("-w", "0"))
-        read_bytes = parse_size(opts.get("-e", "0"))
+        try:
+            write_bytes = parse_size(opts.get("-w", "0"))
+            read_bytes = parse_size(opts.get("-e", "0"))
+            nstride = int(opts.get("-N", "0"))
+            fpp = int(opts.get("-n", "0") or 0)
+        except ValueError as e:
+            raise ParseError(source_of(ctx), f"command line options -w/-e/-N/-n: {e}") from None
         shared = "-S" in opts
-        nstride = int(opts.get("-N", "0"))
 
         blocks = list(_SUMMARY.finditer(text))
         rate_blocks = [b for b in blocks if b.group(1) == "rate"]
@@ -121,7 +125,6 @@ class MdtestDriver(Driver):
             rows = _rows(text[b.end():], ctx)
             require(ntasks >= 1, ctx, f"{ntasks} tasks: a run needs at least one")
             ppn = max(1, ntasks // nodes) if nodes else ntasks
-            fpp = int(opts.get("-n", "0") or 0)
             base = {"command": cm.group(1), "api": opts.get("-a", "POSIX"),
                     "iterations": iters, "files_per_proc": fpp, "ops": fpp * ntasks,
                     "unique_dir": "-u" in opts, "write_bytes": write_bytes,
@@ -229,7 +232,11 @@ def _rows(text: str, ctx: dict) -> dict[str, list[float]]:
         if len(nums) < 4 or not all(_NUMS.match(n) for n in nums[-4:]):
             raise TruncatedOutput(source_of(ctx), f"summary row {m.group(1)!r} has not the 4 "
                                   f"numbers Max Min Mean StdDev: {line.strip()!r}")
-        rows[m.group(1)] = [float(n) for n in nums[-4:]]   # per-rank columns (if any) first
+        try:
+            rows[m.group(1)] = [float(n) for n in nums[-4:]]   # per-rank columns (if any) first
+        except ValueError:
+            raise ParseError(source_of(ctx), f"summary row {m.group(1)!r} has a number that "
+                             f"is none: {line.strip()!r}") from None
     return rows
 
 
