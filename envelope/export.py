@@ -26,8 +26,9 @@ COLUMNS = ["metric", "file_size", "procs_per_host", "hosts", "nprocs", "repeat",
            "ok", "error", "tool", "tool_version", "config", "run"]
 CSV_COLUMNS = ["run", "metric", "file_size", "procs_per_host", "hosts", "nprocs", "repeat",
                "value", "unit", "ok", "error", "tool", "tool_version", "config"]
-# the run's status, last CSV column (every row the same): complete | interrupted | running
-# (a sweep that is still going or died without a word) | "" (made before runs had a status)
+# the run's status, last CSV column (every row the same): complete | interrupted | failed (the
+# sweep stopped on an error) | running (a sweep still going, or killed without a word) | ""
+# (made before runs had a status)
 CSV_STATUS = "run_status"
 
 

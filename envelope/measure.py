@@ -927,12 +927,13 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
     m = Measurer(target, sweep, store_fn, prog, run_name=name, repeat_base=repeat_base,
                  annotate_fn=annotate_fn)
     t0 = time.monotonic()
-    interrupted = False
+    interrupted = completed = False
     old = signal.getsignal(signal.SIGTERM)
     try:
         if threading_main():
             signal.signal(signal.SIGTERM, _sigterm)
         m.run(steps)
+        completed = True
         m.close()
     except KeyboardInterrupt:      # the caller says "interrupted" (once)
         interrupted = True
@@ -944,7 +945,8 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
         if threading_main():
             signal.signal(signal.SIGTERM, old)
         try:   # a run that died without getting here stays "running" (list shows it)
-            set_status(conn, name, "interrupted" if interrupted else "complete")
+            set_status(conn, name, "complete" if completed else
+                       "interrupted" if interrupted else "failed")
         finally:
             conn.close()
     return {"run": name, "db": db, "points": m.n_points, "failed": m.n_failed,
@@ -953,8 +955,8 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
 
 
 def set_status(conn, name: str, status: str) -> None:
-    """Mark run ``name`` complete | interrupted | running in its meta (list and export show
-    it); nothing when the run has no point yet."""
+    """Mark run ``name`` complete | interrupted | failed (stopped by an error) | running in
+    its meta (list and export show it); nothing when the run has no point yet."""
     row = conn.execute("SELECT meta FROM runs WHERE name = ?", (name,)).fetchone()
     if row is None:
         return

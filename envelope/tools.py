@@ -158,7 +158,8 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
             a.kill()
         from .measure import set_status
         try:
-            set_status(conn, name, "interrupted" if interrupted else "complete")
+            set_status(conn, name, "interrupted" if interrupted else
+                       "complete" if sys.exc_info()[0] is None else "failed")
         finally:
             conn.close()
     return {"run": name, "db": db, "points": n, "failed": failed, "interrupted": interrupted,
