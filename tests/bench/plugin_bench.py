@@ -6,6 +6,7 @@ A Rakefile of N_TASKS tasks, each one `sh` of a trivial command (`true`), run by
             shim, one log per process (the end-of-run ingest is off: it is once per workflow, not per task)
   added ms per task = (traced - plain) / N_TASKS, and the ratio traced / plain of the whole run; runs alternate
   plain/traced, medians of BENCH_REPS repetitions.  Also the rewriting alone (MtcIO::Trace.wrap in Ruby), us per call.
+With PWRAKE_SRC (a masa16/pwrake checkout) the same Rakefile also under Pwrake on this host (-j 1), plain and traced.
 Target (issue 12): <= 5 ms added per task.
 """
 from __future__ import annotations
@@ -37,10 +38,17 @@ puts (Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0) / n * 1e6
 """
 
 
-def run(folder: str, env: dict, plugin: bool) -> float:
-    pre = ["-I", pwrake_plugin.path(), "-r", "mtcio/rake"] if plugin else []
+PWRAKE_SRC = os.environ.get("PWRAKE_SRC")
+
+
+def run(folder: str, env: dict, plugin: bool, pwrake: bool = False) -> float:
+    if pwrake:
+        cmd = ["ruby", "-I", os.path.join(PWRAKE_SRC, "lib"), os.path.join(PWRAKE_SRC, "bin", "pwrake"), "-j", "1",
+               "-r", pwrake_plugin.path("compat")] + (["-r", pwrake_plugin.path("pwrake")] if plugin else [])
+    else:
+        cmd = ["rake"] + (["-I", pwrake_plugin.path(), "-r", "mtcio/rake"] if plugin else [])
     t0 = time.perf_counter()
-    subprocess.run(["rake", *pre], cwd=folder, env=env, check=True, capture_output=True)
+    subprocess.run(cmd, cwd=folder, env=env, check=True, capture_output=True)
     return time.perf_counter() - t0
 
 
@@ -51,21 +59,26 @@ def main() -> int:
         base = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_") and k != "LD_PRELOAD"}
         traced_env = dict(base, MTCPROF_LIB=LIB, MTCPROF_DIR=os.path.join(d, "logs"), MTCPROF_RUN="bench",
                           MTCPROF_INGEST="off")
-        plain, traced = [], []
-        run(d, base, False)                      # warm caches
-        for _ in range(REPS):
-            plain.append(run(d, base, False))
-            traced.append(run(d, traced_env, True))
+        rows = {}
+        for engine in ["rake"] + (["pwrake"] if PWRAKE_SRC else []):
+            pw = engine == "pwrake"
+            run(d, base, False, pw)                      # warm caches
+            plain, traced = [], []
+            for _ in range(REPS):
+                plain.append(run(d, base, False, pw))
+                traced.append(run(d, traced_env, True, pw))
+            rows[engine] = (statistics.median(plain), statistics.median(traced))
         logs = len(os.listdir(os.path.join(d, "logs")))
         wrap_us = float(subprocess.run(["ruby", "-I", pwrake_plugin.path(), "-e", WRAP], env=base, check=True,
                                        capture_output=True, text=True).stdout)
-    p, t = statistics.median(plain), statistics.median(traced)
-    added_ms = (t - p) / N_TASKS * 1e3
     print(f"{N_TASKS} tasks x {REPS} runs (medians); {logs} logs written")
-    print(f"{'':12}{'run s':>8}{'ms/task':>9}")
-    print(f"{'plain':12}{p:8.3f}{p / N_TASKS * 1e3:9.2f}")
-    print(f"{'traced':12}{t:8.3f}{t / N_TASKS * 1e3:9.2f}")
-    print(f"added per task: {added_ms:.2f} ms (target <= 5 ms); ratio traced/plain {t / p:.2f}")
+    print(f"{'':16}{'plain s':>9}{'traced s':>9}{'plain ms/task':>15}{'traced ms/task':>16}{'added ms/task':>15}{'ratio':>7}")
+    added_ms = 0.0
+    for engine, (p, t) in rows.items():
+        added = (t - p) / N_TASKS * 1e3
+        added_ms = max(added_ms, added)
+        print(f"{engine:16}{p:9.3f}{t:9.3f}{p / N_TASKS * 1e3:15.2f}{t / N_TASKS * 1e3:16.2f}{added:15.2f}{t / p:7.2f}")
+    print("target: <= 5 ms added per task")
     print(f"rewriting alone (MtcIO::Trace.wrap): {wrap_us:.1f} us per command")
     return 0 if added_ms <= 5 else 1
 
