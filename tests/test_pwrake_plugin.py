@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(shutil.which("rake") is None, reason="rake is no
 def shim():
     """The built shim (built now if missing)."""
     if not os.path.exists(LIB):
-        shim()
+        ensure_built()
     return LIB
 
 
