@@ -2,7 +2,8 @@
 files and output with and without the plugin, every task is stored once with its stage (rule name, first
 program, or set by the Rakefile), a task with several `sh` calls is one task, a retried task has attempts 1 and
 2, a failing task keeps its exit status and the workflow fails as it would without the plugin; disabled or
-without a shim the workflow runs untraced with one warning."""
+without a shim the workflow runs untraced with one warning.  Placement through an ssh-like launcher (a local
+stand-in that, like ssh, joins its words into one shell line) keeps the quoting and respects slots per host."""
 import os
 import shutil
 import sqlite3
@@ -138,3 +139,57 @@ def test_plugin_path_command():
     assert os.path.isfile(os.path.join(r.stdout.strip(), "mtcio", "rake.rb"))
     r = subprocess.run([MTCPROF, "plugin-path", "rake"], capture_output=True, text=True)
     assert r.stdout.strip() == os.path.join(pwrake_plugin.LIB_DIR, "mtcio", "rake.rb")
+
+
+def fake_ssh(folder):
+    """An `ssh` that behaves as ssh does with its command words: joins them with spaces and hands the line to a
+    shell (here, on this host, with MTCPROF_HOST naming the host asked for)."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "ssh")
+    with open(path, "w") as fh:
+        fh.write('#!/bin/sh\nh=$1; shift\nMTCPROF_HOST=$h exec /bin/sh -c "$*"\n')
+    os.chmod(path, 0o755)
+    return folder
+
+
+def test_placement_through_an_ssh_launcher_keeps_quoting(tmp_path):
+    shim()
+    plain = run_rake(tmp_path / "plain", "torture.Rakefile", plugin=False)
+    bindir = fake_ssh(str(tmp_path / "bin"))
+    placed = run_rake(tmp_path / "placed", "torture.Rakefile", env={
+        "MTCPROF_RUN": "ssh", "MTCPROF_HOSTS": "h1:1", "MTCPROF_LAUNCHER": "ssh {host}",
+        "PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert placed.returncode == 0, placed.stderr
+    assert placed.stdout == plain.stdout
+    assert tree(tmp_path / "placed") == tree(tmp_path / "plain")
+    con = sqlite3.connect(str(tmp_path / "placed" / "mtcprof.db"))
+    hosts = con.execute("SELECT DISTINCT h.name FROM tasks t JOIN hosts h ON h.id = t.host_id").fetchall()
+    n = con.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
+    con.close()
+    assert (hosts, n) == ([("h1",)], 8)
+
+
+def test_placement_slots_per_host(tmp_path):
+    """Without inputs on Gfarm every task goes to the least busy host; a host never runs more tasks at once than
+    it has slots (rake -m -j 6, two hosts with 1 and 2 slots)."""
+    shim()
+    bindir = fake_ssh(str(tmp_path / "bin"))
+    folder = tmp_path / "slots"
+    folder.mkdir()
+    (folder / "Rakefile").write_text('multitask :default => (0...6).map { |i| "s#{i}" }\n'
+                                     '(0...6).each { |i| task("s#{i}") { sh "sleep 0.3; echo #{i} > s#{i}.out" } }\n')
+    e = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
+    e.update(MTCPROF_CMD=MTCPROF, MTCPROF_LIB=LIB, MTCPROF_RUN="slots", MTCPROF_HOSTS="a:1,b:2",
+             MTCPROF_LAUNCHER="ssh {host}", PATH=f"{bindir}:{os.environ['PATH']}")
+    r = subprocess.run(["rake", "-I", pwrake_plugin.path(), "-r", "mtcio/rake", "-m", "-j", "6"], cwd=folder,
+                       env=e, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    con = sqlite3.connect(str(folder / "mtcprof.db"))
+    rows = con.execute("SELECT h.name, t.start_ns, t.end_ns FROM tasks t JOIN hosts h ON h.id = t.host_id").fetchall()
+    con.close()
+    assert len(rows) == 6 and {h for h, _, _ in rows} == {"a", "b"}
+    for host, slots in (("a", 1), ("b", 2)):
+        spans = [(s, e) for h, s, e in rows if h == host]
+        most = max(sum(1 for s2, e2 in spans if s2 <= s < e2) for s, _ in spans)
+        assert most == slots, (host, spans)          # full, never over
+    assert sorted(p.name for p in folder.glob("s*.out")) == [f"s{i}.out" for i in range(6)]
