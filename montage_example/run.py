@@ -124,9 +124,10 @@ class Result:
 
 def run_workflow(bed: Bed, top: str, hosts: list, *, run: str, db: str, logdir: str,
                  placement: str = "with", slots: int = 2, timeout: float = 900,
-                 on_line=None) -> Result:
+                 on_line=None, extra_env: dict | None = None) -> Result:
     """rake -m under the plugin in the first host's view of `top`; raises RunError when it fails.
-    on_line(str) is called with each line rake prints on stderr (progress)."""
+    on_line(str) is called with each line rake prints on stderr (progress); extra_env (MTCPROF_INGEST=off,
+    MTCPROF_LIB=...) is added last."""
     from mtcio import pwrake_plugin
     master = bed.mounts[hosts[0]] + top
     env = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
@@ -148,6 +149,7 @@ def run_workflow(bed: Bed, top: str, hosts: list, *, run: str, db: str, logdir: 
     else:
         raise ValueError(placement)
     env["MTCPROF_HOSTS"] = " ".join(f"{h}:{slots}" for h in hosts)
+    env.update(extra_env or {})
     jobs = slots * len(hosts)
     argv = ["rake", "-I", pwrake_plugin.path(), "-r", "mtcio/rake", "-m", "-j", str(jobs)]
     t0 = time.monotonic()
