@@ -3,7 +3,8 @@
 Accuracy: write-only, 1-to-1 read (local and remote replicas) and N-to-1 read stages at 3 file sizes x 2 host
 counts x 2 processes per host, N = 4 rounds of slots, each run twice (two trace runs: their spread is the noise
 floor), traced by the real shim on a 4-host testbed; the envelope is measured separately in the same testbed
-session. Per stage: measured I/O time (both runs), predicted (faithful, refined, calibrated: a ridge fit on the
+session with one file per process, as the stages' tasks do (on this testbed a process's first small-file
+op costs more than its later ones). Per stage: measured I/O time (both runs), predicted (faithful, refined, calibrated: a ridge fit on the
 other run only), error %; median and p90 of |error| per variant. Targets: refined <= 10 % median, <= 20 % p90.
 Speed: mtcpredict for 10 stages with the report (64x64 maps) and the table alone, against `python -c pass`.
 
@@ -52,7 +53,7 @@ def accuracy(work, quick):
     t0 = time.monotonic()
     cli("mtcenvelope", "measure", "--db", db, "--name", "env", "--host-counts", ",".join(map(str, HOSTS)),
         "--sizes", ",".join(str(s) for s in sorted(set((4 << 10,) + SIZES))), "--procs", ",".join(map(str, PPN)),
-        "--quiet")
+        "--ops-per-proc", "1", "--quiet")     # one file per process, as each task here does
     env_s = time.monotonic() - t0
     b = bed()
     share = tempfile.mkdtemp(prefix="mtcpredict-bench.")
