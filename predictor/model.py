@@ -166,7 +166,6 @@ def _faithful(stage, surface) -> StagePrediction:
         write_bound = "bandwidth (1)" if t1 >= t2 else "throughput (2)"
         per_round, _ = formulas.write_terms(C, D_w, Tm, TL, BL)
         terms["meta"], terms["write"] = R * per_round["meta"], R * per_round["write"]
-        assert abs(terms["meta"] + terms["write"] - max(t1, t2)) <= 1e-9 * max(t1, t2, 1e-300)
         bounds["write"] = "bandwidth" if t1 >= t2 else "op throughput"
         bounds["meta"] = "metadata"
     if need["read"] or need["shared"]:
@@ -189,9 +188,6 @@ def _faithful(stage, surface) -> StagePrediction:
             if per[key]:
                 ops_part = {"local": a * C, "remote": (1 - a) * C, "shared": C}[key] / vals[t_m]
                 bounds[term] = "op throughput" if ops_part >= per[key] * (1 - 1e-12) else "bandwidth"
-        if need["read"]:
-            total = formulas.read_time(N, C, a, Dr, D_N, **vals)
-            assert abs(total - (terms["read_local"] + terms["read_remote"] + terms["read_shared"])) <= 1e-9 * max(total, 1e-300)
     return StagePrediction(stage.name, "faithful", N, C, C, C, R, D, D_w, D_N, alpha, terms, bounds, env.used,
                            notes, write_bound)
 
