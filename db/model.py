@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from mtcio.db import store
+from mtcio.db import overlap, store
 from mtcio.db.api import Store
 from mtcio.db.workflow_model import (Dist, Measured, Metadata, Read, Shared, Stage, StageEnvelope, Workflow, Write,
                                      from_dict, to_dict)
@@ -37,6 +37,10 @@ def _dist(values) -> Dist | None:
     if not len(v):
         return None
     return Dist(min=_num(v.min()), mean=_num(v.mean()), max=_num(v.max()))
+
+
+def _round(x):
+    return None if x is None else round(float(x), 4)
 
 
 def _num(x):
@@ -101,7 +105,8 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
             shared_file_size=int(sh.bytes / sh.files) if sh.files else None)
         out.append(Stage(name=name or "(none)", tasks=n, hosts=int(st["hosts"]) or 1, read=read, shared=sh,
                          write=wr, metadata=md, concurrency=int(st["concurrency"]),
-                         procs_per_host=int(st["per_host_concurrency"]), measured=ms, envelope=env))
+                         procs_per_host=int(st["per_host_concurrency"]), measured=ms, envelope=env,
+                         io_concurrency=_round(overlap.io_concurrency(overlap.stage_windows(f)))))
         if read.bytes_per_task is None:
             read.bytes_per_task = Dist()
         if wr.bytes_per_task is None:

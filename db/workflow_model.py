@@ -18,6 +18,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
         hosts: INT >= 1                # C
         concurrency: INT?              # most tasks of the stage running at once (whole run)
         procs_per_host: INT?           # most tasks of the stage running at once on one host
+        io_concurrency: FLOAT?         # mean tasks in I/O at once while any is (db/overlap.py; >= 1)
         read:                          # 1-to-1 reads (file read by exactly one task of the stage)
           bytes_per_task: {min, mean, max}   # D (mean); bytes actually read per task
           files_per_task: FLOAT
@@ -149,6 +150,7 @@ class Stage:
     metadata: Metadata = field(default_factory=Metadata)
     concurrency: int | None = None
     procs_per_host: int | None = None
+    io_concurrency: float | None = None
     measured: Measured = field(default_factory=Measured)
     envelope: StageEnvelope | None = None
 

@@ -9,15 +9,11 @@ maximum over hosts (the slowest host ends the stage). The stage's wall span is g
 Balance (the formulas assume balanced rounds): max/mean over hosts of their I/O time and of their bytes,
 and per round (tasks in start order, `slots` at a time) the slowest task's I/O time over the round's median.
 
-I/O concurrency: each task's I/O is spread over its I/O window (first open to last close of its files)
-with density d = its I/O time / the window's length; k = Σ I/O time / ∫ P(any task in I/O) dt with
-P = 1 − Π(1 − d_i): the mean number of tasks in I/O at once while any is.
+I/O concurrency: the mean number of tasks in I/O at once while any is (db/overlap.py).
 """
 from __future__ import annotations
 
-import math
-
-T_COLS = ["t_open_ns", "t_read_ns", "t_write_ns", "t_close_ns", "t_meta_ns"]
+from mtcio.db.overlap import T_COLS
 
 
 class ValidationError(ValueError):
@@ -37,7 +33,7 @@ def measure(db: str, run: str | None, scope: str = "auto", slots_per_host: dict 
     """stage name -> {measured_s, span_s, tasks, hosts, per_host_s, balance..., io_concurrency}."""
     import os
 
-    from mtcio.db import store
+    from mtcio.db import overlap, store
     from mtcio.db.api import Store
     if not os.path.isfile(db):
         raise ValidationError(f"--validate {db}: no such db file")
@@ -72,9 +68,6 @@ def measure(db: str, run: str | None, scope: str = "auto", slots_per_host: dict 
         p = (slots_per_host or {}).get(stage or "(none)") or 1
         per_slot = {h: v / p for h, v in per_host.items()}
         slots = max(1, len(per_host) * p)
-        win = f.groupby("task_id").agg(a=("first_open_ns", "min"), b=("last_close_ns", "max"))
-        windows = [(win.loc[i, "a"], win.loc[i, "b"], float(io[i])) for i in win.index
-                   if io[i] > 0 and not math.isnan(win.loc[i, "a"])]
         out[stage or "(none)"] = {
             "measured_s": max(per_slot.values()) if per_slot else 0.0,
             "io_s_total": float(io.sum()),
@@ -84,7 +77,7 @@ def measure(db: str, run: str | None, scope: str = "auto", slots_per_host: dict 
             "balance_time": _max_over_mean(per_host.values()),
             "balance_bytes": _max_over_mean(bytes_host.values()),
             "rounds": _rounds(t, io, slots),
-            "io_concurrency": io_concurrency(windows),
+            "io_concurrency": overlap.io_concurrency(overlap.stage_windows(f)),
         }
     return out
 
@@ -108,36 +101,3 @@ def _rounds(t, io, slots):
         return {"n": 0, "slowest_over_median_mean": None, "slowest_over_median_max": None}
     return {"n": len(ratios), "slowest_over_median_mean": sum(ratios) / len(ratios),
             "slowest_over_median_max": max(ratios)}
-
-
-def io_concurrency(windows) -> float | None:
-    """Mean number of tasks in I/O at once while any is; windows = [(start_ns, end_ns, io_seconds)]."""
-    events = []
-    total_io = 0.0
-    for a, b, io in windows:
-        length = (b - a) / 1e9
-        if length <= 0:
-            continue
-        d = min(1.0, io / length)
-        total_io += d * length
-        events.append((a, 0, d))
-        events.append((b, 1, d))
-    if not events:
-        return None
-    events.sort()
-    active: dict = {}
-    busy, last = 0.0, events[0][0]
-    for tns, kind, d in events:
-        if active:
-            p_none = 1.0
-            for dd, n in active.items():
-                p_none *= (1 - dd) ** n
-            busy += (tns - last) / 1e9 * (1 - p_none)
-        last = tns
-        if kind == 0:
-            active[d] = active.get(d, 0) + 1
-        else:
-            active[d] -= 1
-            if not active[d]:
-                del active[d]
-    return total_io / busy if busy > 0 else None

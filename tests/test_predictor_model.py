@@ -220,3 +220,14 @@ def test_parse_refine():
     assert parse_refine("slots") == {"slots"}
     with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
         parse_refine("slotz")
+
+
+def test_io_concurrency_from_windows():
+    from mtcio.db.overlap import io_concurrency
+    s = 1_000_000_000
+    assert io_concurrency([(0, s, 1.0), (0, s, 1.0)]) == pytest.approx(2.0)        # both in I/O all along
+    assert io_concurrency([(0, s, 1.0), (2 * s, 3 * s, 1.0)]) == pytest.approx(1.0)  # one after the other
+    assert io_concurrency([(0, s, 0.5)]) == pytest.approx(1.0)
+    # two tasks, each in I/O half of one shared window: 1 s of I/O over 0.75 s with any in I/O
+    assert io_concurrency([(0, s, 0.5), (0, s, 0.5)]) == pytest.approx(1 / 0.75)
+    assert io_concurrency([(0, s, 0.0)]) is None and io_concurrency([]) is None
