@@ -511,9 +511,15 @@ def dump(wf: Workflow) -> str:
 
 
 def save(wf: Workflow, path: str) -> None:
-    text = dump(wf)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write("# mtcio workflow model (schema: db/workflow_model.py, db/README.md)\n" + text)
+    """Write the model readable by its owner only (it names users' files), replacing `path` atomically."""
     import os
-    os.replace(tmp, path)
+    import tempfile
+    text = dump(wf)
+    fd, tmp = tempfile.mkstemp(prefix=".workflow.", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write("# mtcio workflow model (schema: db/workflow_model.py, db/README.md)\n" + text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
