@@ -154,17 +154,24 @@ def load(path_or_db: str | os.PathLike, name: str | None = None) -> pd.DataFrame
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per metric x size x procs x hosts: n ok, failed, mean, std, min, max."""
+    """Per metric x size x procs x hosts: n ok, failed, mean, std, min, max, the 90 % interval
+    of the mean (+-% of it) and the ops the repeats rest on."""
+    from .stats import ci90
     g = df.groupby(["metric", "file_size", "procs_per_host", "hosts", "unit"], sort=False)
     rows = []
     for (m, s, p, h, u), x in g:
         v = x.loc[x["ok"], "value"]
+        ci = ci90(list(v))
+        ops = [c.get("ops") for c in x["config"]]
         rows.append({"metric": m, "file_size": s, "ppn": p, "hosts": h, "nprocs": p * h,
                      "unit": u, "n": len(v), "failed": int((~x["ok"]).sum()),
                      "mean": v.mean() if len(v) else math.nan,
                      "std": v.std(ddof=1) if len(v) > 1 else math.nan,
                      "min": v.min() if len(v) else math.nan,
-                     "max": v.max() if len(v) else math.nan})
+                     "max": v.max() if len(v) else math.nan,
+                     "ci90": f"+-{100 * ci['rel_halfwidth']:.1f}%" if ci and
+                     math.isfinite(ci["rel_halfwidth"]) else "",
+                     "ops": sum(ops) if all(isinstance(o, int) for o in ops) else ""})
     out = pd.DataFrame(rows)
     order = {m: i for i, m in enumerate(["Tm", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"])}
     if not out.empty:
