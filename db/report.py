@@ -343,6 +343,46 @@ def _write(outdir: str, parts: list[str]) -> str:
     return path
 
 
+def _pwrake_section(s, rid, tasks: pd.DataFrame) -> list[str]:
+    """Pwrake's own view (`mtcprof pwrake-import`): its exec host and declared input locality beside the trace's."""
+    import sqlite3
+
+    from mtcio.db.pwrake_import import compare
+    old = s.conn.row_factory
+    s.conn.row_factory = sqlite3.Row
+    try:
+        cmp = compare(s.conn, rid)
+    except sqlite3.OperationalError:          # a db from before pwrake_tasks existed
+        return []
+    finally:
+        s.conn.row_factory = old
+    if not cmp:
+        return []
+    stage_of = dict(zip(tasks["name"], tasks["stage"].fillna("")))
+    by = {}
+    for c in cmp:
+        st = by.setdefault(stage_of.get(c["task"], "(not traced)"), {"n": 0, "same": 0, "decl": [], "alpha": []})
+        st["n"] += 1
+        st["same"] += int(c["traced_host"] is not None and c["traced_host"] == c["exec_host"])
+        if c["declared_local"] is not None:
+            st["decl"].append(c["declared_local"])
+        if c["alpha"] is not None:
+            st["alpha"].append(c["alpha"])
+    mean = lambda v: fmt_frac(sum(v) / len(v)) if v else "—"  # noqa: E731
+    rows = [f"<tr><td>{_e(stage)}</td>{_num(fmt_int(v['n']))}{_num(fmt_int(v['same']))}{_num(mean(v['decl']))}"
+            f"{_num(mean(v['alpha']))}</tr>" for stage, v in by.items()]
+    trows = [f"<tr><td>{_e(c['task'])}</td><td>{_e(c['exec_host'] or '—')}</td><td>{_e(c['traced_host'] or '—')}</td>"
+             f"{_num(fmt_frac(c['declared_local']) if c['declared_local'] is not None else '—')}"
+             f"{_num(fmt_frac(c['alpha']) if c['alpha'] is not None else '—')}</tr>" for c in cmp[:200]]
+    return ['<h3 id="pwrake">Pwrake\'s declared locality beside the measured one</h3>',
+            '<p class="note">From Pwrake\'s own profile (task.csv): the host it ran each task on and the share of '
+            "the task's declared inputs with a replica there (preq_loc, by file count); beside them the host the "
+            "trace saw and α, the local share of the bytes the task really read.</p>",
+            _table(["stage", "tasks", "same host", "declared local (mean)", "measured α (mean)"], rows),
+            _table(["task", "Pwrake host", "traced host", "declared local", "measured α"], trows)
+            + (f"<p>… {len(cmp) - 200} more tasks in table pwrake_tasks.</p>" if len(cmp) > 200 else "")]
+
+
 def _warnings_section(s, rid) -> str:
     w = s.warnings(rid)
     if not len(w):
@@ -456,6 +496,7 @@ def _body(s, rid, tasks: pd.DataFrame, outdir: str, top: int) -> list[str]:
                    "(gfwhere at ingest); files local/remote count task × file pairs.</p>")
     else:
         out.append("<p>No reads.</p>")
+    out.extend(_pwrake_section(s, rid, tasks))
 
     # busiest files
     bf = s.busiest_files(rid, top + 1000)

@@ -39,3 +39,27 @@ def test_import_needs_a_profile(tmp_path):
     r = imp(str(tmp_path), "--db", str(tmp_path / "p.db"), "--run", "pw")
     assert r.returncode == 2
     assert r.stderr == f"mtcprof pwrake-import: no task.csv in {tmp_path} (Pwrake's -L folder)\n"
+
+
+def test_report_shows_pwrake_locality_beside_the_trace(tmp_path):
+    """Three of Pwrake's tasks traced (two on Pwrake's host, one elsewhere): the report's Pwrake section counts them."""
+    logs, db, out = tmp_path / "logs", str(tmp_path / "p.db"), tmp_path / "rep"
+    for task, host, stage in (("d0.proj", "mtc-node1", "proj"), ("d1.proj", "mtc-node3", "proj"),
+                              ("all.sum", "mtc-node1", "sum")):
+        r = subprocess.run([MTCPROF, "run", "--dir", str(logs), "--run", "pw", "--task", task, "--stage", stage,
+                            "--host", host, "--", "sh", "-c", f"echo {task} > {tmp_path / task}"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    assert subprocess.run([MTCPROF, "ingest", str(logs), "--db", db, "--run", "pw", "--gfwhere-cmd", "none"],
+                          capture_output=True, text=True).returncode == 0
+    r = imp(FIX, "--db", db, "--run", "pw")
+    assert r.returncode == 0 and "13 with actions) into run pw; 3 of them traced" in r.stderr, r.stderr
+    r = subprocess.run([MTCPROF, "report", "--db", db, "--run", "pw", "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    page = (out / "index.html").read_text()
+    sec = page.split("Pwrake's declared locality beside the measured one")[1]
+    # per stage: tasks, on Pwrake's host, declared local share (mean), measured alpha (no replicas known here)
+    assert "<tr><td>proj</td>" + "".join(f'<td class="num">{x}</td>' for x in ("2", "1", "100%", "—")) in sec
+    assert "<tr><td>sum</td>" + "".join(f'<td class="num">{x}</td>' for x in ("1", "1", "25%", "—")) in sec
+    assert "<tr><td>(not traced)</td>" + '<td class="num">10</td><td class="num">0</td>' in sec
+    assert "<tr><td>d1.proj</td><td>mtc-node2</td><td>mtc-node3</td>" in sec
