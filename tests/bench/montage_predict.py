@@ -1,0 +1,125 @@
+"""Benchmark: mtcpredict's accuracy on real Montage runs — every stage measured vs predicted.
+
+On a 4-host testbed: one quick envelope sweep, then for tiles x hosts the Montage workflow traced under Rake
+with the plugin and placement (2 slots per host), `mtcprof model` of the run, and `mtcpredict --validate` on
+it (faithful, refined and, once two runs are validated, calibrated: a ridge fit on the other runs only).
+Per stage: measured I/O time, predicted, error %; then median and p90 of |error| over every stage of every
+run, per variant, for all stages and for the stages whose measured I/O time is >= 50 ms, and the whole
+workflow's I/O time (sum over stages) error per run.
+
+    python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+from montage_example import bench, prepare  # noqa: E402
+
+BIN = os.path.dirname(sys.executable)
+SWEEP = ["--sizes", "4k,256k,1m,4m", "--procs", "1,2", "--repeat", "2", "--precision", "0", "--quiet"]
+
+
+def sh(*argv):
+    r = subprocess.run(list(argv), capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"{' '.join(argv[:3])}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
+    return r.stdout
+
+
+def p90(xs):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))] if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tiles", default="16,36,64")
+    ap.add_argument("--hosts", default="2,4")
+    ap.add_argument("--size", default="256x256", help="tile WIDTHxHEIGHT (512x1024: the paper-like 2 MiB tiles)")
+    a = ap.parse_args()
+    tiles = [int(x) for x in a.tiles.split(",")]
+    hostcounts = [int(x) for x in a.hosts.split(",")]
+    w, h = (int(x) for x in a.size.split("x"))
+    work = tempfile.mkdtemp(prefix="mtcmontage-predict.")
+    os.chmod(work, 0o755)
+    db = os.path.join(work, "bench.db")
+    errs = {}          # variant -> [(|err|, measured_s)]
+    whole = []
+    t_start = time.monotonic()
+    try:
+        with bench.testbed_session(4) as bed:
+            t = time.monotonic()
+            sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", "env",
+               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), *SWEEP)
+            print(f"envelope: {time.monotonic() - t:.0f} s", flush=True)
+            validated = []
+            for k in tiles:
+                src = os.path.join(work, f"src{k}")
+                pairs = prepare.prepare(src, "demo", tiles=k, width=w, height=h)
+                for c in hostcounts:
+                    run = f"m{k}x{c}"
+                    wall = bench.run_once(bed, src, bed.hosts[:c], run=run, db=db)
+                    wf = os.path.join(work, f"{run}.yaml")
+                    sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", run, "-o", wf)
+                    args = [os.path.join(BIN, "mtcpredict"), wf, "--envelope", f"{db}:env", "--validate",
+                            f"{db}:{run}", "--json", "--bootstrap", "0"]
+                    if len(validated) >= 2:
+                        args.append("--calibrate")
+                    res = json.loads(sh(*args))
+                    validated.append(run)
+                    print(f"\n== {k} tiles ({w}x{h}), {len(pairs)} overlaps, {c} hosts x 2 slots: "
+                          f"wall {wall:.1f} s", flush=True)
+                    print(f"{'stage':<12}{'N':>5}{'measured s':>11}" + "".join(
+                        f"{v + ' s':>14}{'err %':>8}" for v in ("faithful", "refined", "calibrated")))
+                    rows = {}
+                    for r in res["predictions"]:
+                        rows.setdefault(r["stage"], {})[r["variant"]] = r
+                    tot = {}
+                    for stage, vs in rows.items():
+                        meas = next(iter(vs.values())).get("measured_s")
+                        n = res["measured"].get(stage, {}).get("tasks", "")
+                        line = f"{stage:<12}{n!s:>5}{meas if meas is not None else float('nan'):>11.3f}"
+                        for v in ("faithful", "refined", "calibrated"):
+                            r = vs.get(v)
+                            if r is None:
+                                line += f"{'':>14}{'':>8}"
+                                continue
+                            e = r.get("error_pct")
+                            line += f"{r['total_s']:>14.3f}{(f'{e:+.0f}' if e is not None else '-'):>8}"
+                            if e is not None and meas:
+                                errs.setdefault(v, []).append((abs(e), meas))
+                                tot.setdefault(v, [0.0, 0.0])
+                                tot[v][0] += r["total_s"]
+                                tot[v][1] += meas
+                        print(line)
+                    for v, (pr, me) in tot.items():
+                        whole.append((run, v, 100 * (pr - me) / me, me))
+                        print(f"whole workflow I/O, {v}: predicted {pr:.3f} s, measured {me:.3f} s, "
+                              f"error {100 * (pr - me) / me:+.0f} %")
+        print(f"\nsummary over {len(validated)} runs ({', '.join(validated)}), |error| per stage:")
+        for v, xs in errs.items():
+            all_e = [e for e, _ in xs]
+            big = [e for e, m in xs if m >= 0.05]
+            print(f"Median |error| {v:<10}: {statistics.median(all_e):6.1f} % (p90 {p90(all_e):6.1f} %, "
+                  f"{len(all_e)} stages); stages >= 50 ms: median {statistics.median(big) if big else float('nan'):.1f} %"
+                  f" p90 {p90(big):.1f} % ({len(big)})")
+        for v in ("faithful", "refined", "calibrated"):
+            ws = [abs(e) for run, vv, e, _ in whole if vv == v]
+            if ws:
+                print(f"whole-workflow I/O time |error| {v:<10}: median {statistics.median(ws):.1f} %, "
+                      f"max {max(ws):.1f} % ({len(ws)} runs)")
+        print(f"benchmark time {time.monotonic() - t_start:.0f} s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
