@@ -145,9 +145,10 @@ def _nothing_left():
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     left += [f"link {n}" for n in re.findall(r"^\d+: (mtc[^:@]+)", links, re.M)]
     left += [f"hosts line {ln!r}" for ln in open("/etc/hosts") if "# mtcbed" in ln]
-    left += [f"mount {ln.split()[1]}" for ln in open("/proc/self/mounts") if "/mnt/mtcbed" in ln or "/tmp/pwrake_" in ln]
+    left += [f"mount {ln.split()[1]}" for ln in open("/proc/self/mounts") if "/mnt/mtcbed" in ln or "/tmp/pwrake_mtcbed_" in ln]
     left += [f"file {p}" for p in ["/etc/ssh/ssh_config.d/mtcbed.conf"] if os.path.exists(p)]
-    left += ["/etc/fuse.conf line"] if "# added by mtcbed up" in open("/etc/fuse.conf").read() else []
+    if os.path.exists("/etc/fuse.conf") and "# added by mtcbed up" in open("/etc/fuse.conf").read():
+        left.append("/etc/fuse.conf line")
     uid = int(subprocess.run(["id", "-u", "mtcbed"], capture_output=True, text=True).stdout or -1)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
