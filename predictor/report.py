@@ -25,8 +25,8 @@ def _plt():
 
 
 def _label(s: str) -> str:
-    """Stage names as plain text in matplotlib ($ and \\ would start mathtext)."""
-    return s.replace("\\", "\\\\").replace("$", r"\$")
+    """Stage names as plain text in matplotlib (a $ would start mathtext)."""
+    return s.replace("$", r"\$")
 
 
 def _save(fig, out, name):

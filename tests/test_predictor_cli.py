@@ -179,3 +179,13 @@ def test_help_and_version():
     assert r.returncode == 0 and "exit codes: 0 ok" in r.stdout and "faithful" in r.stdout
     r = predict("--version")
     assert r.returncode == 0 and r.stdout.startswith("mtcpredict ")
+
+
+def test_stage_names_are_text_in_the_report(tmp_path):
+    doc = _montage_doc()
+    doc["stages"][0]["name"] = "$\\foo$ <b>x</b>"
+    out = tmp_path / "rep"
+    r = predict(_write(tmp_path / "wf.yaml", doc), "--out", out, "--bootstrap", "0")
+    assert r.returncode == 0, r.stderr
+    page = (out / "report.html").read_text()
+    assert "<td class=l>$\\foo$ &lt;b&gt;x&lt;/b&gt;</td>" in page and "<b>x</b>" not in page
