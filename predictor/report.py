@@ -215,6 +215,36 @@ def _parity(plt, out, rows, wf):
     return r
 
 
+def _whatif(plt, out, rows):
+    """Dominant term per (what-if, stage), the predicted total written in each cell."""
+    if not rows:
+        return None
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+    combos = list(dict.fromkeys(r["what_if"] for r in rows))
+    stages = list(dict.fromkeys(r["stage"] for r in rows))
+    kinds = list(dict.fromkeys(r["dominant"] for r in rows))
+    grid = np.zeros((len(combos), len(stages)))
+    fig, ax = plt.subplots(figsize=(2 + 1.6 * len(stages), 1 + 0.35 * len(combos)), constrained_layout=True)
+    for r in rows:
+        i, j = combos.index(r["what_if"]), stages.index(r["stage"])
+        grid[i, j] = kinds.index(r["dominant"])
+        ax.text(j, i, f"{r['total_s']:.3g} s", ha="center", va="center", fontsize=7)
+    cmap = ListedColormap(["#c6dbef", "#fdd0a2", "#c7e9c0", "#dadaeb", "#fcbba1", "#d9d9d9", "#fee391",
+                           "#a1d99b"][:max(1, len(kinds))])
+    ax.imshow(grid, cmap=cmap, vmin=-0.5, vmax=len(kinds) - 0.5, aspect="auto")
+    ax.set_xticks(range(len(stages)))
+    ax.set_xticklabels([_label(s) for s in stages], rotation=30, ha="right")
+    ax.set_yticks(range(len(combos)))
+    ax.set_yticklabels(combos, fontsize=8)
+    ax.legend(handles=[Patch(color=cmap(i), label=k) for i, k in enumerate(kinds)], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.set_title("what-if: dominant term and predicted I/O time (refined)")
+    r = _save(fig, out, "whatif.png")
+    plt.close(fig)
+    return r
+
+
 def write_report(out, result, wf, surface, preds, measured):
     plt = _plt()
     sizes, ks = heatmap.axes(surface, wf.stages)
@@ -231,6 +261,9 @@ def write_report(out, result, wf, surface, preds, measured):
     par = _parity(plt, out, result["predictions"], wf)
     if par:
         imgs.insert(0, ("Predicted vs measured", par))
+    wi = _whatif(plt, out, result.get("what_if"))
+    if wi:
+        imgs.append(("What-if: where the bottleneck moves", wi))
     page = _html(result, imgs, measured)
     path = os.path.join(out, "report.html")
     write_private(path, page)

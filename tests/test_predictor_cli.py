@@ -52,13 +52,14 @@ def test_json_and_report(tmp_path):
     assert {w["what_if"] for w in res["what_if"]} == {"hosts=4 alpha=0.5", "hosts=4 alpha=1", "hosts=8 alpha=0.5",
                                                       "hosts=8 alpha=1"}
     names = sorted(os.listdir(out))
-    assert names == ["dominant.png", "envelope.png", "maps.png", "prediction.json", "report.html", "stage_time.png"]
+    assert names == ["dominant.png", "envelope.png", "maps.png", "prediction.json", "report.html", "stage_time.png",
+                     "whatif.png"]
     for n in names:
         assert stat.S_IMODE(os.stat(out / n).st_mode) == 0o600, n
     page = (out / "report.html").read_text()
     for s in STAGES:
         assert f"<td class=l>{s}</td>" in page
-    assert page.count("data:image/png;base64,") == 4
+    assert page.count("data:image/png;base64,") == 5
     assert json.loads((out / "prediction.json").read_text())["predictions"] == preds
 
 
