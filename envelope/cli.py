@@ -12,9 +12,10 @@ examples:
 
 exit codes:
   0    ok
-  1    measure: some points failed (stored with their reasons, see show --failed);
-       any command: a file or db could not be read or written
-  2    bad input: bad options, an unreadable or implausible benchmark output, a duplicate import
+  1    failed: measure stored some failed points (their reasons: show --failed); an output
+       file could not be written
+  2    bad input: bad options; a file or --db that is missing, unreadable or malformed; an
+       implausible benchmark output; a duplicate import
   130  interrupted (Ctrl-C, SIGTERM): the points measured so far are kept, the run is
        marked interrupted in list and export
 """
@@ -92,10 +93,14 @@ def parser() -> argparse.ArgumentParser:
                    "spent or --max-repeat is reached; 0 = exactly --repeat repeats")
     m.add_argument("--max-repeat", type=int, default=None, help="repeats per point at most "
                    "(default 30, or --repeat if larger)")
+    m.add_argument("--budget-factor", type=float, default=2.5, metavar="F",
+                   help="a point's repeats stop once they took F times as long as its --repeat "
+                   "minimum (default 2.5)")
     m.add_argument("--time-budget", type=float, default=270.0, metavar="SECONDS",
-                   help="time for the whole sweep's extra repeats (default 270: the default "
-                   "sweep on a 4-host testbed stays within 5 minutes); each point gets its "
-                   "share; the --repeat minimum is always measured; 0 = no limit")
+                   help="time for the whole sweep (default 270: the default sweep on a 4-host "
+                   "testbed stays within 5 minutes); each point's extra repeats get at most "
+                   "its share of what is left; the --repeat minimum is always measured; "
+                   "0 = no limit")
     m.add_argument("--metrics", type=_metrics, default=None,
                    help=f"subset of {','.join(METRICS)} (default all)")
     m.add_argument("--tool", choices=["native", "ior", "mdtest", "fio"], default="native",
@@ -191,7 +196,8 @@ def main(argv=None) -> int:
             pass
         if isinstance(e, known):
             print(f"mtcenvelope {args.cmd}: {e}", file=sys.stderr)
-            return 2 if not isinstance(e, OSError) else 1
+            # a missing input is bad input; an output that cannot be written a failure
+            return 1 if isinstance(e, OSError) and not isinstance(e, FileNotFoundError) else 2
         raise
 
 
@@ -200,12 +206,14 @@ def cmd_measure(a) -> int:
     name = a.name or time.strftime("envelope-%Y%m%d-%H%M%S")
     if a.max_repeat is None:
         a.max_repeat = max(30, a.repeat)
-    if a.repeat < 1 or a.max_repeat < a.repeat or a.precision < 0 or a.time_budget < 0:
-        raise ValueError("need 1 <= --repeat <= --max-repeat, --precision >= 0 and "
-                         "--time-budget >= 0")
+    if a.repeat < 1 or a.max_repeat < a.repeat or a.precision < 0 or a.time_budget < 0 or \
+            a.budget_factor < 1:
+        raise ValueError("need 1 <= --repeat <= --max-repeat, --precision >= 0, "
+                         "--budget-factor >= 1 and --time-budget >= 0")
     sweep = M.Sweep(sizes=a.sizes or list(M.DEFAULT_SIZES),
                     procs=a.procs or list(M.DEFAULT_PROCS), repeat=a.repeat,
                     max_repeat=a.max_repeat, precision=a.precision,
+                    budget_factor=a.budget_factor,
                     time_budget=a.time_budget or None,
                     metrics=a.metrics or list(METRICS), ops_per_proc=a.ops_per_proc,
                     creates_per_proc=a.creates_per_proc, timeout=a.timeout,

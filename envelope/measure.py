@@ -23,10 +23,11 @@ the reason, and the sweep goes on.
 
 Precision target (IOR's stonewalling idea applied to repeats): a point (metric x size x
 processes per host x hosts) is repeated at least ``repeat`` times, then until the 90 %
-interval of its mean throughput is within +-``precision`` of the mean, or its share of the
-sweep's ``time_budget`` is spent, or ``max_repeat`` repeats were made. A point's share is the
-time left over the planned cost of the points left, times its own cost, so cheap or steady
-points leave time to noisy ones. Every repeat's config then holds the point's "precision"
+interval of its mean throughput is within +-``precision`` of the mean, or its time budget is
+spent, or ``max_repeat`` repeats were made. A point's time budget is ``budget_factor`` times
+what its minimum repeats took, and at most its share of what is left of the sweep's
+``time_budget`` (the time left over the planned cost of the points left, times its own cost),
+so cheap or steady points leave time to noisy ones and a small sweep stays small. Every repeat's config then holds the point's "precision"
 (interval, repeats, op count, why it stopped). Every step's points are stored as soon as they exist, so an
 interrupted sweep (Ctrl-C, SIGTERM) keeps what it measured.
 """
@@ -146,6 +147,7 @@ class Sweep:
     max_repeat: int = 30
     precision: float = DEFAULT_PRECISION          # 0: exactly ``repeat`` repeats
     time_budget: float | None = DEFAULT_TIME_BUDGET   # seconds for the sweep; None: no limit
+    budget_factor: float = 2.5                    # a point's time <= this x its minimum's
     metrics: list[str] = field(default_factory=lambda: list(METRICS))
     ops_per_proc: int | None = None               # None: auto from the size
     creates_per_proc: int = 16
@@ -776,6 +778,8 @@ class Measurer:
                         open_kinds.append(k)
                 if not open_kinds:
                     break
+                if rep == planned:
+                    budget = min(budget, (self.sw.budget_factor - 1) * planned_s)
                 spent = time.monotonic() - t0 - planned_s      # on extra repeats
                 if rep >= self.sw.max_repeat or spent >= budget:
                     why = (f"max repeats ({self.sw.max_repeat})" if rep >= self.sw.max_repeat
@@ -905,7 +909,7 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "drop_caches": sweep.drop_caches, "started": time.time(),
             "testbed": bool(target.testbed), "status": "running",
             "precision": sweep.precision, "max_repeat": sweep.max_repeat,
-            "time_budget_s": sweep.time_budget}
+            "time_budget_s": sweep.time_budget, "budget_factor": sweep.budget_factor}
     if row is not None:
         set_status(conn, name, "running")
 
