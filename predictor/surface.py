@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 THROUGHPUT = ("Tm", "T1L", "T1R", "TN", "TL")
+METRICS = THROUGHPUT + ("B1L", "B1R", "BN", "BL")
 BANDWIDTH_OF = {"T1L": "B1L", "T1R": "B1R", "TN": "BN", "TL": "BL"}
 THROUGHPUT_OF = {b: t for t, b in BANDWIDTH_OF.items()}
 
@@ -65,8 +66,8 @@ class EnvelopeSurface:
         rows = points.to_dict("records") if hasattr(points, "to_dict") else list(points)
         cells: dict = {}
         for r in rows:
-            if not r.get("ok", True) or r.get("value") is None:
-                continue
+            if not r.get("ok", True) or r.get("value") is None or r["metric"] not in METRICS:
+                continue          # failed points, and metrics of other definitions (IOR's TNp, mdtest's Tmu)
             v = float(r["value"])
             if not math.isfinite(v) or v <= 0:
                 continue

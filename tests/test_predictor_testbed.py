@@ -27,7 +27,7 @@ def test_write_stage_predicted_and_validated(testbed, tmp_path):
         logdir = synthstage.make_logdir(testbed, os.path.join(share, "logs"))
         db = tmp_path / "bed.db"
         r = cli("mtcenvelope", "measure", "--db", db, "--name", "env", "--host-counts", "2", "--sizes", "256k,1m",
-                "--procs", "1,2", "--metrics", "Tm,TL,BL", "--repeat", "2", "--quiet")
+                "--procs", "1,2", "--metrics", "Tm,TL,BL", "--repeat", "2", "--precision", "0", "--quiet")
         assert r.returncode == 0, r.stderr
         st = synthstage.run_stage(testbed, lib, logdir, kind="write", N=8, C=2, ppn=2, size=1 << 20, run="w1",
                                   stage="write1m")
