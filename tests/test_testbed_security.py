@@ -189,7 +189,7 @@ def test_down_removes_mounts_a_crashed_pwrake_left(bare_machine, scratch):
     for mnt, host in zip(left, ("mtc-node1", "mtc-node2")):
         tb.exec(host, ["sh", "-c", f"mkdir {mnt} && gfarm2fs {mnt} && echo x > {mnt}/out-{host}"])
     as_user(f"mkdir {left[2]}")  # a mount point already unmounted
-    mounted = [ln.split()[1] for ln in open("/proc/self/mounts") if "/tmp/pwrake_" in ln]
+    mounted = [ln.split()[1] for ln in open("/proc/self/mounts") if f"/tmp/pwrake_{USER}_" in ln]
     assert sorted(mounted) == left[:2]
     # not the user's, or not a folder: stay
     decoys = [f"/tmp/pwrake_{USER}_root", f"/tmp/pwrake_{USER}_link"]
@@ -199,7 +199,7 @@ def test_down_removes_mounts_a_crashed_pwrake_left(bare_machine, scratch):
     try:
         r = mtcbed("down")
         assert r.returncode == 0, r.stderr
-        assert [ln for ln in open("/proc/self/mounts") if "/tmp/pwrake_" in ln] == []
+        assert [ln for ln in open("/proc/self/mounts") if f"/tmp/pwrake_{USER}_" in ln] == []
         assert [p for p in left if os.path.lexists(p)] == []
         assert os.path.isdir(decoys[0]) and os.readlink(decoys[1]) == scratch
         assert snapshot(scratch) == before
@@ -209,16 +209,17 @@ def test_down_removes_mounts_a_crashed_pwrake_left(bare_machine, scratch):
         os.unlink(decoys[1])
 
 
-def test_down_kills_no_process_a_pid_file_names(bare_machine, tmp_path):
+def test_down_trusts_no_pid_file_of_the_user(bare_machine, tmp_path):
     """Pid files in the user's folders are the user's to write: one naming a root process (here a
-    root-owned program called gfsd) must not make `down` kill it."""
-    assert mtcbed("up", "--nodes", "1").returncode == 0
+    root-owned program called gfsd) must not make `down` kill it, and a FIFO must not block it."""
+    assert mtcbed("up", "--nodes", "2").returncode == 0
     fake = tmp_path / "gfsd"
     shutil.copy("/bin/sleep", fake)
     victim = subprocess.Popen([str(fake), "60"])
     try:
-        as_user(f"echo {victim.pid} > {STATE}/hosts/mtc-node1/gfsd.pid")
-        assert mtcbed("down").returncode == 0
+        as_user(f"echo {victim.pid} > {STATE}/hosts/mtc-node1/gfsd.pid && "
+                f"rm {STATE}/hosts/mtc-node2/gfsd.pid && mkfifo {STATE}/hosts/mtc-node2/gfsd.pid")
+        assert mtcbed("down", timeout=30).returncode == 0
         time.sleep(0.1)
         assert victim.poll() is None
     finally:
