@@ -161,23 +161,26 @@ def _run(a) -> int:
 
 def _warnings(preds, surface):
     """One line per metric looked up outside its measured range, and one per host-count substitution."""
-    out, hosts = {}, set()
+    out, hosts = {}, {}
     for p in preds:
         for lk in p.lookups.values():
             if "not " in lk["note"] and "hosts" in lk["note"]:
                 h, _ = surface.grid_for(lk["metric"], lk["hosts"], lk["k"])
-                hosts.add((lk["hosts"], h))
+                hosts.setdefault(lk["hosts"], set()).add(h)
             if lk["source"] == "extrapolated":
                 out.setdefault(lk["metric"], set()).add((lk["size"], lk["k"]))
     lines = []
     for m, pts in sorted(out.items()):
-        _, g = surface.grid_for(m, None)
+        grids = [surface.grids[(m, h)] for h in surface.host_counts(m)]
         at = ", ".join(f"{_size(s) + ' ' if m != 'Tm' else ''}k={k:g}" for s, k in sorted(pts)[:6])
         more = f" and {len(pts) - 6} more" if len(pts) > 6 else ""
-        sizes = f"sizes {_size(g.sizes[0])}-{_size(g.sizes[-1])}, " if m != "Tm" else ""
-        lines.append(f"{m} extrapolated at {at}{more} (measured: {sizes}concurrency {g.ks[0]}-{g.ks[-1]})")
-    for want, got in sorted(hosts):
-        lines.append(f"stages on {want} hosts looked up in the envelope's {got}-host points at the same concurrency")
+        sizes = (f"sizes {_size(min(g.sizes[0] for g in grids))}-{_size(max(g.sizes[-1] for g in grids))}, "
+                 if m != "Tm" else "")
+        lines.append(f"{m} extrapolated at {at}{more} (measured: {sizes}concurrency "
+                     f"{min(g.ks[0] for g in grids)}-{max(g.ks[-1] for g in grids)})")
+    for want, got in sorted(hosts.items()):
+        lines.append(f"stages on {want} hosts looked up in the envelope's {', '.join(map(str, sorted(got)))}-host "
+                     "points at the same concurrency")
     return lines
 
 

@@ -25,7 +25,7 @@ def test_montage_with_the_shipped_envelope_table():
     assert r.returncode == 0, r.stderr
     assert "using the envelope shipped with mtcio" in r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0] == "envelope: testbed4-default (shipped)"
+    assert lines[0] == "envelope: testbed4 (shipped)"
     rows = [ln.split() for ln in lines[3:]]
     assert [(x[0], x[1]) for x in rows] == [(s, v) for s in STAGES for v in ("faithful", "refined")]
     assert [x[2] for x in rows] == ["955", "955", "2770", "2770", "955", "955", "1", "1"]
