@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 
 EPILOG = """\
@@ -140,7 +141,14 @@ def _run(a) -> int:
     warnings = _warnings(preds, surface)
     result["warnings"] = warnings
     if a.validate:
-        _store(a, result, preds, measured, runs, env, calib)
+        missing = [st.name for st in wf.stages if st.name not in measured]
+        if missing:
+            warnings.append(f"--validate: no stage {', '.join(missing)} in run(s) {', '.join(runs)}: not compared")
+        from mtcio.db.store import StoreError
+        try:
+            _store(a.validate, result, measured, runs, env)
+        except (StoreError, OSError, sqlite3.Error) as e:
+            return _fail(f"--validate: cannot store the predictions: {e}", 1)
     if a.out:
         try:
             _write_out(a.out, result, wf, surface, preds, measured)
@@ -227,12 +235,12 @@ def _result(wf, env, preds, measured, runs, calib):
             "calibration": {k: v for k, v in (calib or {}).items() if k != "rows"} or None}
 
 
-def _store(a, result, preds, measured, runs, env, calib):
+def _store(spec, result, measured, runs, env):
     """predictions + validations rows in the --validate db, one set per variant and stage."""
     from mtcio.db import store
 
     from . import measured as ms
-    db, _ = ms.parse_spec(a.validate)
+    db, _ = ms.parse_spec(spec)
     conn = store.connect(db)
     try:
         env_run = env.run if (env.db and os.path.samefile(env.db, db)) else None
