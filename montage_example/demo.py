@@ -12,7 +12,6 @@ Any failing step stops the demo with one line naming the step, and the testbed i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
