@@ -5,7 +5,7 @@ placement -> ingest -> `mtcprof model` -> `mtcpredict --validate` -> one HTML pa
 table measured vs predicted, locality per stage beside the seed's, the mosaic, links to mtcpredict's and
 mtcprof's reports) -> testbed down, whatever happened.
 
-    python montage_example/demo.py [--out DIR] [--preset demo|tiny|paper] [--keep-up]
+    python montage_example/demo.py [--out DIR] [--preset demo|tiny|paper]
 
 Any failing step stops the demo with one line naming the step, and the testbed is still torn down.
 """
