@@ -39,7 +39,8 @@ demo: setup
 	flock /run/mtcbed.lock $(PY) montage_example/demo.py
 
 bench: setup
-	@for b in tests/bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in tests/bench/*_bench.py tests/bench/montage_overhead.py tests/bench/montage_predict.py; do \
+	  echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
 	@for d in $(C_DIRS); do [ -f $$d/Makefile ] && $(MAKE) -s -C $$d clean; done; rm -rf $(VENV) *.egg-info
