@@ -4,7 +4,8 @@ A ridge regression (scikit-learn) of log(measured / predicted) on what the refin
 (each term's share of the time, log of the time, log of the slots and of the I/O concurrency). It is
 judged only by leave-one-run-out cross-validation: for every validated trace run, a model fit on the
 other runs predicts that run's stages. The `calibrated` rows of this prediction come from a model fit on
-every validated run except the one(s) being validated now, so it is never scored on data it was fit to.
+every validated run except the one(s) being validated now (at least one), so it is never scored on data it was
+fit to; the cross-validation over those runs is reported when there are two or more.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sqlite3
 
 from .model import TERMS
 
-MIN_RUNS = 2
+MIN_RUNS = 1
 
 
 def _features(terms: dict, total: float, slots: float, k: float) -> list[float]:
@@ -78,7 +79,7 @@ def run(db: str, current_runs: list, envelope: str, preds) -> dict:
         return {"summary": f"not enough history: {len(runs)} other validated run(s) with this envelope in {db}, {MIN_RUNS} needed "
                            "(validate more runs with mtcpredict --validate first); no calibrated variant",
                 "rows": []}
-    cv = cross_validate(rows)
+    cv = cross_validate(rows) if len(runs) >= 2 else None
     model = _fit(rows)
     out = []
     for p in preds:
@@ -93,7 +94,8 @@ def run(db: str, current_runs: list, envelope: str, preds) -> dict:
                  notes=p.notes + [f"calibrated: refined x {f:.3g} (ridge regression on {len(rows)} stages of "
                                   f"{len(runs)} other runs)"])
         out.append(d)
-    return {"summary": f"ridge on {len(rows)} validated stages of {len(runs)} other runs; leave-one-run-out median "
-                       f"|error|: refined {cv['refined_median_abs_err_pct']:.1f} %, calibrated "
-                       f"{cv['calibrated_median_abs_err_pct']:.1f} %",
-            "cv": cv, "rows": out}
+    summary = f"ridge on {len(rows)} validated stages of {len(runs)} other run(s), not the one(s) validated now"
+    if cv:
+        summary += (f"; leave-one-run-out median |error| over them: refined {cv['refined_median_abs_err_pct']:.1f} %, "
+                    f"calibrated {cv['calibrated_median_abs_err_pct']:.1f} %")
+    return {"summary": summary, "cv": cv, "rows": out}

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "stores predictions and validations in DB")
     p.add_argument("--calibrate", action="store_true",
                    help="add the 'calibrated' variant: the refined model corrected by a regression of the errors of "
-                        "the other runs validated in the --validate db (needs >= 2 of them)")
+                        "the other runs validated in the --validate db with this envelope (needs >= 1)")
     p.add_argument("--what-if", nargs="+", metavar="KEY=V,..",
                    help="re-predict with hosts=N,.. procs=P,.. alpha=A,.. size=xF|BYTES,.. tasks=xF|N,.. "
                         "(every combination)")

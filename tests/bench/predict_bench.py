@@ -8,7 +8,7 @@ op costs more than its later ones). Per stage: measured I/O time (both runs), pr
 other run only), error %; median and p90 of |error| per variant. Targets: refined <= 10 % median, <= 20 % p90.
 Speed: mtcpredict for 10 stages with the report (64x64 maps) and the table alone, against `python -c pass`.
 
-    python tests/bench/predict_bench.py [--quick] [--keep DIR] [--speed-only]
+    python tests/bench/predict_bench.py [--quick] [--keep DIR] [--speed-only] [--keep DIR --predict-only]
 """
 import fcntl
 import json
@@ -78,6 +78,10 @@ def accuracy(work, quick):
         b.exec(b.hosts[0], ["sh", "-c", f"rm -rf {b.mount(b.hosts[0])}/synth-*"], check=False)
         shutil.rmtree(share, ignore_errors=True)
     stages_s = time.monotonic() - t0
+    return db, env_s, stages_s, predict(work, db, runs)
+
+
+def predict(work, db, runs=("r1", "r2")):
     res = {}
     for run in runs:          # validate both runs first: each one's calibration learns from the other
         cli("mtcpredict", os.path.join(work, f"{run}.yaml"), "--envelope", f"{db}:env", "--validate", f"{db}:{run}",
@@ -86,7 +90,7 @@ def accuracy(work, quick):
         r = cli("mtcpredict", os.path.join(work, f"{run}.yaml"), "--envelope", f"{db}:env", "--validate",
                 f"{db}:{run}", "--json", "--calibrate", "--bootstrap", "0")
         res[run] = json.loads(r.stdout)
-    return db, env_s, stages_s, res
+    return res
 
 
 def table(res):
@@ -142,6 +146,13 @@ def speed(work):
 
 
 def main(argv):
+    if "--predict-only" in argv:     # predict again from a kept run (--keep DIR of an earlier one)
+        work = argv[argv.index("--keep") + 1]
+        res = predict(work, os.path.join(work, "bench.db"))
+        rows, summary = table(res)
+        print(json.dumps({"stages": rows, "summary": summary,
+                          "calibration": {run: r.get("calibration") for run, r in res.items()}}, indent=1))
+        return 0
     quick = "--quick" in argv
     keep = argv[argv.index("--keep") + 1] if "--keep" in argv else None
     work = keep or tempfile.mkdtemp(prefix="predict-bench.")
