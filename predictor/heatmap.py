@@ -19,7 +19,8 @@ DOMINANT_LABELS = ["metadata", "local read", "remote read", "N-to-1 read", "writ
 
 
 def axes(surface, stages, n=64):
-    """Log-spaced sizes and concurrencies covering the envelope and every stage (with margin)."""
+    """Log-spaced sizes (the envelope's and every stage's, with margin) and concurrencies (1 to the largest measured
+    or used)."""
     sizes, ks = [], []
     for (m, _), g in surface.grids.items():
         if m != "Tm":
@@ -31,8 +32,9 @@ def axes(surface, stages, n=64):
                 sizes.append(d.mean)
         ks.append(st.hosts * (st.procs_per_host or 1))
     lo, hi = max(min(sizes) / 4, 64), max(sizes) * 4
+    # concurrency up to what was measured (or a stage's own, if higher): beyond it a map would be regression only
     return (np.exp(np.linspace(math.log(lo), math.log(hi), n)),
-            np.exp(np.linspace(0, math.log(max(ks) * 2), n)))
+            np.exp(np.linspace(0, math.log(max(max(ks), 2)), n)))
 
 
 def bandwidth(surface, metric_t, sizes, ks, hosts=None, with_create=False):

@@ -31,7 +31,9 @@ def _label(s: str) -> str:
 
 def _save(fig, out, name):
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    for ax in fig.axes:                 # minor ticks of log axes cost more to draw than the rest of a figure
+        ax.minorticks_off()
+    fig.savefig(buf, format="png", dpi=80)
     data = buf.getvalue()
     write_private(os.path.join(out, name), data)
     return name, base64.b64encode(data).decode()
@@ -100,6 +102,7 @@ def _stage_times(plt, out, surface, stages, sizes):
     from matplotlib.colors import LogNorm
     sel = stages[:4]
     fig, axs = plt.subplots(1, len(sel), figsize=(5 * len(sel), 4), constrained_layout=True, squeeze=False)
+    sizes = sizes[::2]                   # a whole prediction per cell: half the columns of the other maps
     for ax, st in zip(axs[0], sel):
         nodes = np.array(sorted({1, 2, 4, 8, 16, 32, 64, st.hosts}))
         t = heatmap.stage_time(surface, st, sizes, nodes)

@@ -249,10 +249,22 @@ def _fmt_size(n) -> str:
 def grid_values(surface: EnvelopeSurface, metric: str, sizes, ks, hosts=None, clamp_small=True):
     """`surface.value` over a whole grid at once (numpy): array [len(ks), len(sizes)] of values.
 
-    Same rules as the scalar look-up, done with arrays so a 64x64 heatmap costs milliseconds; extrapolated
-    cells go to the regression in one batch."""
+    Same rules as the scalar look-up (each concurrency in the host count's grid that covers it), done with
+    arrays so a 64x64 heatmap costs milliseconds; extrapolated cells go to the regression in one batch."""
     import numpy as np
-    h, g = surface.grid_for(metric, hosts)
+    ks = np.asarray(ks, dtype=float)
+    out = np.empty((len(ks), len(sizes)))
+    rows: dict = {}
+    for i, k in enumerate(ks):
+        rows.setdefault(surface.grid_for(metric, hosts, k)[0], []).append(i)
+    for h, idx in rows.items():
+        out[idx] = _grid_values(surface, metric, sizes, ks[idx], h, clamp_small)
+    return out
+
+
+def _grid_values(surface, metric, sizes, ks, h, clamp_small):
+    import numpy as np
+    g = surface.grids[(metric, h)]
     key = (metric, h)
     means = surface._means[key]
     S = np.asarray(sizes, dtype=float)
