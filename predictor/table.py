@@ -27,6 +27,7 @@ _LEFT = {"stage", "variant", "bound", "what-if"}
 
 def _grid(header, rows):
     w = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)]
+
     def fmt(r):  # names left, numbers right
         return "  ".join(str(c).ljust(w[i]) if header[i] in _LEFT else str(c).rjust(w[i])
                          for i, c in enumerate(r)).rstrip()
