@@ -287,7 +287,7 @@ def _html(result, imgs, measured):
     e = html.escape
     env = result["envelope"]
     prov = env.get("provenance") or {}
-    parts = [f"<!doctype html><meta charset=utf-8><title>mtcpredict report</title><style>"
+    parts = ["<!doctype html><meta charset=utf-8><title>mtcpredict report</title><style>"
              "body{font:14px sans-serif;margin:2em;max-width:1400px} table{border-collapse:collapse;margin:1em 0}"
              "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right} th{background:#eee}"
              "td.l,th.l{text-align:left} .warn{color:#a50} img{max-width:100%}</style>",
