@@ -38,6 +38,16 @@ def _sizes(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _size(text: str) -> int:
+    try:
+        n = parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if not 1 <= n <= 1 << 30:
+        raise argparse.ArgumentTypeError(f"expected 1 byte .. 1 GiB, got {text!r}")
+    return n
+
+
 def _ints(text: str) -> list[int]:
     try:
         out = [int(x) for x in text.split(",") if x.strip()]
@@ -120,6 +130,9 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--keep-files", action="store_true")
     m.add_argument("--ops-per-proc", type=int, help="files per process and run (default: "
                    "enough for 2 MiB per process, 1..16)")
+    m.add_argument("--block", type=_size, default=1 << 20, metavar="SIZE",
+                   help="bytes per read/write call (default 1m); a workflow writing in small calls "
+                   "(Montage: 2880-byte FITS blocks) can be measured at its own call size")
     m.add_argument("--creates-per-proc", type=int, default=16, help="Tm creates per process "
                    "(default 16)")
     m.add_argument("--timeout", type=float, default=60.0, help="seconds per engine run before "
@@ -218,7 +231,7 @@ def cmd_measure(a) -> int:
                     metrics=a.metrics or list(METRICS), ops_per_proc=a.ops_per_proc,
                     creates_per_proc=a.creates_per_proc, timeout=a.timeout,
                     start_delay=a.start_delay, drop_caches=a.drop_caches, workdir=a.workdir,
-                    keep_files=a.keep_files, fsync=a.fsync)
+                    keep_files=a.keep_files, fsync=a.fsync, block=a.block)
     hosts = [h for h in (a.hosts or "").split(",") if h] or None
     if a.tool != "native":
         from . import tools

@@ -909,7 +909,8 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "drop_caches": sweep.drop_caches, "started": time.time(),
             "testbed": bool(target.testbed), "status": "running",
             "precision": sweep.precision, "max_repeat": sweep.max_repeat,
-            "time_budget_s": sweep.time_budget, "budget_factor": sweep.budget_factor}
+            "time_budget_s": sweep.time_budget, "budget_factor": sweep.budget_factor,
+            "block": sweep.block}
     if row is not None:
         set_status(conn, name, "running")
 

@@ -220,3 +220,17 @@ def test_link_rate_makes_remote_reads_slower(bare_machine, tmp_path):
     print(f"B1L {b1l / 2**20:.1f} MiB/s  B1R {b1r / 2**20:.1f} MiB/s")
     assert b1r < 0.5 * b1l
     assert b1r < 2 * 100e6 / 8       # two hosts' links of 100 Mbit/s
+
+
+def test_block_sets_the_bytes_per_call(testbed, tmp_path):
+    db = tmp_path / "b.db"
+    measure("--db", db, "--name", "fits", "--metrics", "TL,BL,T1L,B1L", "--sizes", "64k", "--procs", "1",
+            "--host-counts", "1", "--repeat", "1", "--precision", "0", "--ops-per-proc", "2", "--block", "2880",
+            "--quiet")
+    df = load(db, "fits")
+    assert sorted(df["metric"]) == ["B1L", "BL", "T1L", "TL"] and df["ok"].all()
+    assert {c["block"] for c in df["config"]} == {2880}
+    meta = json.loads(sqlite3.connect(db).execute("SELECT meta FROM runs WHERE name = 'fits'").fetchone()[0])
+    assert meta["block"] == 2880
+    cp = subprocess.run(CLI + ["--db", str(db), "--name", "x", "--block", "0"], capture_output=True, text=True)
+    assert cp.returncode == 2 and "--block: expected 1 byte .. 1 GiB, got '0'" in cp.stderr
