@@ -1,5 +1,6 @@
-"""Benchmark: the default envelope sweep (7 metrics x 4 sizes x 4 concurrencies x 3 repeats)
-on a 4-host testbed. Prints the wall time and the number of points. Target: <= 5 minutes.
+"""Benchmark: the default envelope sweep (9 metrics x 4 sizes x 4 concurrencies, each point repeated until its 90% interval
+is within 5 % or its share of the time budget is spent) on a 4-host testbed. Prints the wall time and the number of
+points. Target: <= 5 minutes.
 
 Takes /run/mtcbed.lock like the test fixture (other sessions share the machine's one testbed),
 brings a 4-host testbed up, runs `mtcenvelope measure` with its defaults, tears it down.
