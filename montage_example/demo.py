@@ -1,9 +1,10 @@
 """`make demo`: Montage on a real 4-host Gfarm, end to end, in one command.
 
-testbed up (4 hosts) -> quick envelope sweep -> synthetic sky -> Montage under Rake with the mtcio plugin and
-placement -> ingest -> `mtcprof model` -> `mtcpredict --validate` -> one HTML page (OUT/index.html: the stage
-table measured vs predicted, locality per stage beside the seed's, the mosaic, links to mtcpredict's and
-mtcprof's reports) -> testbed down, whatever happened.
+testbed up (4 hosts; with an sshd each for Pwrake) -> quick envelope sweep -> synthetic sky -> Montage traced by
+the mtcio plugin: under real Pwrake in its Gfarm mode when PWRAKE_SRC (a Pwrake source checkout) or `pwrake` on
+PATH is there, else under Rake with the plugin's placement -> ingest -> `mtcprof model` -> `mtcpredict
+--validate` -> one HTML page (OUT/index.html: the stage table measured vs predicted, locality per stage beside
+the seed's, the mosaic, links to mtcpredict's and mtcprof's reports) -> testbed down, whatever happened.
 
     python montage_example/demo.py [--out DIR] [--preset demo|tiny|paper]
 
@@ -47,6 +48,7 @@ def sh(argv, what, capture=True, **kw):
 class Demo:
     def __init__(self, out: str, preset: str):
         self.out, self.preset = out, preset
+        self.pwrake = mrun.pwrake_command() is not None        # Pwrake needs an sshd on every host
         self.db = os.path.join(out, "mtc.db")
         self.t0 = time.monotonic()
         self.times = {}
@@ -64,7 +66,8 @@ class Demo:
         return res
 
     def up(self):
-        r = subprocess.run(MTCBED + ["up", "--nodes", str(HOSTS)], capture_output=True, text=True)
+        r = subprocess.run(MTCBED + ["up", "--nodes", str(HOSTS)] + (["--sshd"] if self.pwrake else []),
+                           capture_output=True, text=True)
         if r.returncode == 3:
             raise StepError("a testbed is already up (another demo or test run?); `mtcbed down` first")
         if r.returncode != 0:
@@ -101,8 +104,12 @@ class Demo:
                 if done[0] % 5 == 0:
                     print(f"  {done[0]} commands started", flush=True)
         try:
-            res = mrun.run_workflow(self.bed, self.top, self.bed.hosts, run=RUN, db=self.db, logdir=logs,
-                                    placement="with", slots=SLOTS, on_line=progress)
+            if self.pwrake:
+                res = mrun.run_pwrake(self.bed, self.top, self.bed.hosts, run=RUN, db=self.db, logdir=logs,
+                                      slots=SLOTS, on_line=progress)
+            else:
+                res = mrun.run_workflow(self.bed, self.top, self.bed.hosts, run=RUN, db=self.db, logdir=logs,
+                                        placement="with", slots=SLOTS, on_line=progress)
         finally:
             shutil.rmtree(logs, ignore_errors=True)
         if f"mtcprof: run {RUN} stored in" not in res.stderr:
@@ -127,7 +134,10 @@ class Demo:
     def page(self):
         self.page_path, self.summary = page.write(self.out, self.db, RUN, {
             "tiles": self.tiles, "overlaps": len(self.pairs), "hosts": len(self.bed.hosts), "slots": SLOTS,
-            "preset": self.preset, "wall_s": self.wall, "steps": self.times})
+            "preset": self.preset, "wall_s": self.wall,
+            "runner": ("Pwrake (Gfarm mode: tasks scheduled by input location) with the mtcio plugin" if self.pwrake
+                       else "Rake with the mtcio plugin and placement (each task on the host holding most of its "
+                            "input bytes)"), "steps": self.times})
 
 
 def main(argv=None) -> int:
@@ -148,7 +158,8 @@ def main(argv=None) -> int:
         d.step("envelope sweep (mtcenvelope measure, quick)", d.sweep)
         d.step("synthetic sky", d.sky)
         d.step("tiles into Gfarm, one host each in turn", d.stage)
-        d.step("Montage under rake with the mtcio plugin and placement", d.montage)
+        d.step("Montage under Pwrake (Gfarm mode) with the mtcio plugin" if d.pwrake else
+               "Montage under rake with the mtcio plugin and placement", d.montage)
         d.step("mtcprof model and mtcprof report", d.model)
         d.step("mtcpredict --validate", d.predict)
         d.step("the demo page", d.page)

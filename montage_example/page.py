@@ -15,6 +15,7 @@ import math
 import os
 
 SEED_ALPHA = {"mProjectPP": 0.94, "mDiff": 0.62, "mBackground": 0.63}   # the seed's mDiffFit is our mDiff
+RAKE = "Rake with the mtcio plugin and placement (each task on the host holding most of its input bytes)"
 
 
 def _pct(v):
@@ -110,8 +111,8 @@ td:first-child,th:first-child{{text-align:left}}table{{border-collapse:collapse}
 </head><body>
 <h1>Montage 6.0 on a 4-host Gfarm, traced, predicted and validated</h1>
 <p>{e(info['preset'])} preset: {info['tiles']} synthetic tiles, {info['overlaps']} overlaps, {info['hosts']} hosts
-&times; {info['slots']} slots, Rake with the mtcio plugin and placement (each task on the host holding most of its
-input bytes). Workflow wall time {info['wall_s']:.1f} s; run <code>{e(run)}</code> in <code>{e(db)}</code>.</p>
+&times; {info['slots']} slots, {e(info.get('runner', RAKE))}.
+Workflow wall time {info['wall_s']:.1f} s; run <code>{e(run)}</code> in <code>{e(db)}</code>.</p>
 <h2>Stages: locality and I/O time, measured vs predicted</h2>
 <p>α: local share of the bytes of 1-to-1 inputs (files one task of the stage reads; the model's α). Local all: every
 Gfarm byte read, shared inputs included. Seed: the locality the seed measured with Pwrake on 8 nodes (its mDiffFit is

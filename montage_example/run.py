@@ -190,3 +190,79 @@ def run_untraced_local(folder: str, jobs: int = 2, timeout: float = 600) -> floa
     if r.returncode != 0:
         raise RunError(f"untraced rake failed: {r.stderr.strip()[-300:]}")
     return time.monotonic() - t0
+
+
+# --- under real Pwrake, in its Gfarm mode -------------------------------------------------------------------
+
+def pwrake_command() -> tuple[list, str] | None:
+    """(argv, bin folder) of Pwrake: a source checkout named by PWRAKE_SRC (`ruby -I SRC/lib SRC/bin/pwrake`),
+    else `pwrake` on PATH; None when neither exists.  Pwrake is not part of mtcio and is never installed by it."""
+    src = os.environ.get("PWRAKE_SRC")
+    if src and os.path.isfile(os.path.join(src, "bin", "pwrake")):
+        src = os.path.abspath(src)
+        return ["ruby", "-I", os.path.join(src, "lib"), os.path.join(src, "bin", "pwrake")], os.path.join(src, "bin")
+    exe = shutil.which("pwrake")
+    return ([exe], os.path.dirname(exe)) if exe else None
+
+
+def run_pwrake(bed: Bed, top: str, hosts: list, *, run: str, db: str, logdir: str, slots: int = 2,
+               timeout: float = 900, on_line=None) -> Result:
+    """Pwrake under the plugin (compat + pwrake files) as the testbed user on hosts[0] (needs `mtcbed up
+    --sshd`), in that host's gfarm2fs view of `top`: Pwrake switches to its Gfarm mode, each worker mounts its
+    own gfarm2fs and tasks are scheduled by their inputs' locations.  The run and Pwrake's own profile
+    (`-L`, table pwrake_tasks) are then stored in `db` by this process (root), so `db` may be a store the
+    testbed user cannot write.  Raises RunError when Pwrake fails."""
+    from mtcio import pwrake_plugin
+    from mtcio.preload.testing import LIB
+    cmd = pwrake_command()
+    if cmd is None:
+        raise RunError("Pwrake not found: set PWRAKE_SRC to a Pwrake source checkout or put pwrake on PATH")
+    argv, bindir = cmd
+    work = tempfile.mkdtemp(prefix="mtcpwrake.")
+    os.chmod(work, 0o1777)                          # the master writes its profile here as the testbed user
+    try:
+        with open(os.path.join(work, "hosts"), "w") as fh:
+            fh.write("".join(f"{h} {slots}\n" for h in hosts))
+        os.chmod(os.path.join(work, "hosts"), 0o644)
+        pwlog = os.path.join(work, "pwlog")
+        # gfwhere-pipe (Pwrake's bin/) must be on the master's PATH in Gfarm mode
+        env = ["env", f"PATH={bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}", f"MTCPROF_CMD={MTCPROF}",
+               f"MTCPROF_LIB={LIB}", f"MTCPROF_DIR={logdir}", f"MTCPROF_RUN={run}", "MTCPROF_INGEST=off"]
+        req = ["-r", pwrake_plugin.path("compat"), "-r", pwrake_plugin.path("pwrake")]
+        full = MTCBED + ["exec", hosts[0], "--", *env, *argv, *req, "--hostfile", os.path.join(work, "hosts"),
+                         "-L", pwlog]
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
+        t0 = time.monotonic()
+        p = subprocess.Popen(full, cwd=bed.mounts[hosts[0]] + top, env=clean, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        lines = []
+        import threading
+        timer = threading.Timer(timeout, p.kill)
+        timer.start()
+        try:
+            for line in p.stdout:
+                lines.append(line)
+                if on_line:
+                    on_line(line.rstrip("\n"))
+            p.wait()
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - t0
+        out = "".join(lines)
+        if p.returncode != 0:
+            if p.returncode < 0:
+                raise RunError(f"Pwrake did not finish in {timeout:.0f} s")
+            last = [l for l in lines if l.strip() and not l.startswith(("/", "\t", "Tasks:", "(See"))]
+            raise RunError(f"pwrake failed (exit {p.returncode}): {(last[-1] if last else out).strip()[:300]}")
+        gfwhere = " ".join(MTCBED) + f" exec {hosts[0]} -- gfwhere"
+        for what, a in (("ingest", ["ingest", logdir, "--db", db, "--run", run, "--gfwhere-cmd", gfwhere,
+                                    "--no-progress"]),
+                        ("pwrake-import", ["pwrake-import", pwlog, "--db", db, "--run", run])):
+            r = subprocess.run([MTCPROF, *a], capture_output=True, text=True, env=clean)
+            if r.returncode != 0:
+                raise RunError(f"mtcprof {what} failed: {(r.stderr or r.stdout).strip()[-300:]}")
+            out += r.stdout + r.stderr
+        out += f"mtcprof: run {run} stored in {os.path.abspath(db)}\n"
+        return Result(wall, "", out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
