@@ -39,6 +39,12 @@ def _dist(values) -> Dist | None:
     return Dist(min=_num(v.min()), mean=_num(v.mean()), max=_num(v.max()))
 
 
+def _per_call(df, nbytes: str, calls: str):
+    """Mean bytes per I/O call over these task-file pairs (None without calls)."""
+    n = df[calls].sum() if len(df) else 0
+    return round(float(df[nbytes].sum() / n), 1) if n else None
+
+
 def _round(x):
     return None if x is None else round(float(x), 4)
 
@@ -88,11 +94,12 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                     file_size=_dist(one.drop_duplicates("key")["size"]), alpha=_f(st["alpha"]),
                     alpha_files=_f(st["alpha_files"]),
                     reread_factor=_f(one["bytes_read"].sum() / one["size"].sum()) if len(one) and
-                    one["size"].sum() > 0 else None)
+                    one["size"].sum() > 0 else None, bytes_per_call=_per_call(one, "bytes_read", "reads"))
         sh = Shared(files=int(shared["key"].nunique()), bytes=int(st["shared_size"]),
                     bytes_read_per_task=_num(per(shared, "bytes_read").mean()), alpha=_f(st["alpha_shared"]))
         wr = Write(bytes_per_task=_dist(per(w, "bytes_written")), files_per_task=_num(cnt(w).mean()),
-                   file_size=_dist(w.drop_duplicates("key")["size"]), local_fraction=_f(st["write_local"]))
+                   file_size=_dist(w.drop_duplicates("key")["size"]), local_fraction=_f(st["write_local"]),
+                   bytes_per_call=_per_call(w, "bytes_written", "writes"))
         md = Metadata(ops_per_task=_num(st["meta_ops"] / n), creates_per_task=_num(st["creates"] / n),
                       opens_per_task=_num(st["opens"] / n), stats_per_task=_num(st["stats"] / n))
         ms = Measured(span_s=_f(st["span_s"]), io_s_mean=_f(st["io_s_mean"]), io_s_max=_f(st["io_s_max"]),

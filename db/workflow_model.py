@@ -26,6 +26,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           alpha: FLOAT in [0,1]?             # local fraction of 1-to-1 bytes read (null: unknown)
           alpha_files: FLOAT in [0,1]?       # same, by task-file pairs
           reread_factor: FLOAT?              # bytes read / file size over task-file pairs (1 = read once)
+          bytes_per_call: FLOAT?             # mean bytes per read call on these files
         shared:                        # N-to-1 reads (file read by >= 2 tasks of the stage)
           files: INT                         # count of shared files
           bytes: INT                         # D_N: summed size of the shared files
@@ -36,6 +37,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           files_per_task: FLOAT
           file_size: {min, mean, max}?
           local_fraction: FLOAT in [0,1]?    # written bytes that landed on the writer's host
+          bytes_per_call: FLOAT?             # mean bytes per write call
         metadata:
           ops_per_task: FLOAT                # opens + stats + unlinks + renames + mkdirs + rmdirs + truncates
           creates_per_task: FLOAT
@@ -95,6 +97,7 @@ class Read:
     alpha: float | None = None
     alpha_files: float | None = None
     reread_factor: float | None = None
+    bytes_per_call: float | None = None
 
 
 @dataclass
@@ -111,6 +114,7 @@ class Write:
     files_per_task: float = 0.0
     file_size: Dist | None = None
     local_fraction: float | None = None
+    bytes_per_call: float | None = None
 
 
 @dataclass

@@ -109,6 +109,7 @@ def _run(a) -> int:
     except envelope_source.EnvelopeSourceError as e:
         return _fail(str(e))
     surface = EnvelopeSurface().fit(env.points)
+    surface.block = env.block
     if not surface.grids:
         return _fail(f"envelope {env.origin}: no ok point")
     if env.origin == "shipped":
@@ -186,6 +187,10 @@ def _warnings(preds, surface):
                  if m != "Tm" else "")
         lines.append(f"{m} extrapolated at {at}{more} (measured: {sizes}concurrency "
                      f"{min(g.ks[0] for g in grids)}-{max(g.ks[-1] for g in grids)})")
+    small = sorted({p.stage for p in preds if any("-byte calls" in n for n in p.notes)})
+    if small:
+        lines.append(f"{', '.join(small)}: write calls far smaller than the envelope's {surface.block:,}-byte calls; "
+                     "such writes can cost several times more (measure the envelope with --block)")
     for want, got in sorted(hosts.items()):
         lines.append(f"stages on {want} hosts looked up in the envelope's {', '.join(map(str, sorted(got)))}-host "
                      "points at the same concurrency")

@@ -28,6 +28,12 @@ class EnvelopeData:
     run: str | None = None    # envelope run name in a db (for predictions rows)
     db: str | None = None
 
+    @property
+    def block(self) -> int:
+        """Bytes per read/write call the envelope was measured with (mtcenvelope's default, 1 MiB, if unsaid)."""
+        b = self.meta.get("block") or (self.meta.get("provenance") or {}).get("block")
+        return int(b) if b else 1 << 20
+
 
 def _is_sqlite(path):
     with open(path, "rb") as f:

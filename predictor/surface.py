@@ -59,6 +59,7 @@ class EnvelopeSurface:
         self._gp: dict = {}
         self._rng = None
         self._memo: dict = {}     # look-ups already answered by this surface (a prediction repeats many)
+        self.block = 1 << 20      # bytes per read/write call of the envelope's ops
 
     # ---- fit ---------------------------------------------------------------------------------------------------------
     def fit(self, points) -> "EnvelopeSurface":
@@ -111,7 +112,7 @@ class EnvelopeSurface:
     def replicate(self, rng) -> "EnvelopeSurface":
         """A bootstrap replicate: every cell's mean over its repeats resampled with replacement."""
         rep = EnvelopeSurface()
-        rep.grids, rep._gp, rep._rng = self.grids, self._gp, rng
+        rep.grids, rep._gp, rep._rng, rep.block = self.grids, self._gp, rng, self.block
         for key, g in self.grids.items():
             rep._means[key] = {ck: sum(rng.choice(v) for _ in v) / len(v) for ck, v in g.cells.items()}
         return rep

@@ -231,3 +231,13 @@ def test_io_concurrency_from_windows():
     # two tasks, each in I/O half of one shared window: 1 s of I/O over 0.75 s with any in I/O
     assert io_concurrency([(0, s, 0.5), (0, s, 0.5)]) == pytest.approx(1 / 0.75)
     assert io_concurrency([(0, s, 0.0)]) is None and io_concurrency([]) is None
+
+
+def test_small_write_calls_are_flagged():
+    surf = sqrt_envelope(hosts=None)
+    st = write_stage()
+    st.write.bytes_per_call = 2880
+    p = predict_stage(st, surf, "refined")
+    assert any("writes in 2,880-byte calls, the envelope's in 1,048,576-byte calls" in n for n in p.notes)
+    surf.block = 4096                      # an envelope measured at about the stage's own call size
+    assert not any("-byte calls" in n for n in predict_stage(st, surf, "refined").notes)
