@@ -7,7 +7,7 @@ Per stage: measured I/O time, predicted, error %; then median and p90 of |error|
 run, per variant, for all stages and for the stages whose measured I/O time is >= 50 ms, and the whole
 workflow's I/O time (sum over stages) error per run.
 
-    python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256]
+    python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m|2880]
 """
 import argparse
 import json
@@ -44,6 +44,7 @@ def main():
     ap.add_argument("--tiles", default="16,36,64")
     ap.add_argument("--hosts", default="2,4")
     ap.add_argument("--size", default="256x256", help="tile WIDTHxHEIGHT (512x1024: the paper-like 2 MiB tiles)")
+    ap.add_argument("--block", default="1m", help="bytes per call of the envelope's ops (2880: Montage's FITS blocks)")
     a = ap.parse_args()
     tiles = [int(x) for x in a.tiles.split(",")]
     hostcounts = [int(x) for x in a.hosts.split(",")]
@@ -58,7 +59,7 @@ def main():
         with bench.testbed_session(4) as bed:
             t = time.monotonic()
             sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", "env",
-               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), *SWEEP)
+               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--block", a.block, *SWEEP)
             print(f"envelope: {time.monotonic() - t:.0f} s", flush=True)
             validated = []
             for k in tiles:
