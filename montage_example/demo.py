@@ -4,7 +4,7 @@ testbed up (4 hosts; with an sshd each for Pwrake) -> quick envelope sweep -> sy
 the mtcio plugin: under real Pwrake in its Gfarm mode when PWRAKE_SRC (a Pwrake source checkout) or `pwrake` on
 PATH is there, else under Rake with the plugin's placement -> ingest -> `mtcprof model` -> `mtcpredict
 --validate` -> one HTML page (OUT/index.html: the stage table measured vs predicted, locality per stage beside
-the seed's, the mosaic, links to mtcpredict's and mtcprof's reports) -> testbed down, whatever happened.
+the paper's, the mosaic, links to mtcpredict's and mtcprof's reports) -> testbed down, whatever happened.
 
     python montage_example/demo.py [--out DIR] [--preset demo|tiny|paper]
 

@@ -1,10 +1,10 @@
 """The Montage workflow model, parameterised by tiles and hosts: the YAML `mtcpredict` reads, before any run.
 
     python -m montage_example.montage_model --tiles 64 --hosts 4 [--width 512 --height 1024] [--procs 2]
-        [--placement seed|data] -o montage-64x4.yaml
+        [--placement paper|data] -o montage-64x4.yaml
     model(tiles=64, hosts=4, ...) -> dict (schema: db/workflow_model.py)
 
-montage.yaml beside it is the seed's 955-image case written by hand; this writes the same fields for the
+montage.yaml beside it is the paper's 955-image case written by hand; this writes the same fields for the
 Rakefile in workflow/ on the synthetic sky of sky.py (K tiles of W x H float32 on a near-square grid
 overlapping by 20 %), one stage per Rakefile stage, so a prediction can be made for any size and compared
 with `mtcprof model` of a traced run.  How each field is derived:
@@ -19,7 +19,7 @@ with `mtcprof model` of a traced run.  How each field is derived:
                    and area over the overlap (0.2 x 2 S each, diagonals 0.04 x 2 S); mBackground reads an image
                    pair and writes one; mAdd reads every corrected pair and writes the mosaic and its area
                    (~(1 + 0.8 (c - 1)) (1 + 0.8 (r - 1)) x 2 S each); mShrink reads the mosaic, writes it / 4
-  alpha            --placement seed: the seed's 94 % (mProjectPP), 62 % (mDiff), 63 % (mBackground);
+  alpha            --placement paper: the paper's 94 % (mProjectPP), 62 % (mDiff), 63 % (mBackground);
                    --placement data: 1.0 for mProjectPP and mBackground (placed with their data), 0.5 for
                    mDiff (its two images often sit on two hosts); single tasks: 1 / C of their inputs local
   shared           the template header (~300 B) read by every mProjectPP and mDiff task; the image table and
@@ -32,7 +32,7 @@ import argparse
 import math
 import sys
 
-SEED_ALPHA = {"mProjectPP": 0.94, "mDiff": 0.62, "mBackground": 0.63}
+PAPER_ALPHA = {"mProjectPP": 0.94, "mDiff": 0.62, "mBackground": 0.63}
 HDR = 300
 
 
@@ -73,7 +73,7 @@ def _stage(name, tasks, hosts, procs, read_bytes, read_files, write_bytes, write
 
 
 def model(tiles: int, hosts: int, width: int = 512, height: int = 1024, procs: int = 1,
-          placement: str = "seed") -> dict:
+          placement: str = "paper") -> dict:
     if tiles < 2 or hosts < 1 or width < 8 or height < 8 or procs < 1:
         raise ValueError("need tiles >= 2, hosts >= 1, procs >= 1 and tiles of at least 8 x 8 pixels")
     K, C, P = tiles, hosts, procs
@@ -85,7 +85,7 @@ def model(tiles: int, hosts: int, width: int = 512, height: int = 1024, procs: i
     nov = side + diag
     diff = proj * (0.2 * side + 0.04 * diag) / nov      # a difference image covers the overlap only
     mosaic = (1 + 0.8 * (cols - 1)) * (1 + 0.8 * (rows - 1)) * proj
-    a = dict(SEED_ALPHA) if placement == "seed" else {"mProjectPP": 1.0, "mDiff": 0.5, "mBackground": 1.0}
+    a = dict(PAPER_ALPHA) if placement == "paper" else {"mProjectPP": 1.0, "mDiff": 0.5, "mBackground": 1.0}
     one = 1.0 / C
     tbl = 600 * K
     st = [
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     p.add_argument("--width", type=int, default=512)
     p.add_argument("--height", type=int, default=1024)
     p.add_argument("--procs", type=int, default=1)
-    p.add_argument("--placement", choices=("seed", "data"), default="seed")
+    p.add_argument("--placement", choices=("paper", "data"), default="paper")
     p.add_argument("-o", "--output", default="-")
     a = p.parse_args(argv)
     try:

@@ -4,7 +4,7 @@
 
 Reads the traced run from the db (stage table, locality) and OUT/predict/prediction.json (mtcpredict
 --validate); links and embeds OUT/predict/report.html (mtcpredict) and OUT/profile/index.html (mtcprof
-report); shows OUT/mosaic.png.  Locality is shown beside the seed's measured values (mProjectPP 94 %,
+report); shows OUT/mosaic.png.  Locality is shown beside the values measured in Kyo, Tatebe, Tanaka (IPSJ 2014) (mProjectPP 94 %,
 mDiffFit 62 %, mBackground 63 %; Montage on 8 Gfarm nodes under Pwrake).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 import math
 import os
 
-SEED_ALPHA = {"mProjectPP": 0.94, "mDiff": 0.62, "mBackground": 0.63}   # the seed's mDiffFit is our mDiff
+PAPER_ALPHA = {"mProjectPP": 0.94, "mDiff": 0.62, "mBackground": 0.63}   # the paper's mDiffFit is our mDiff
 RAKE = "Rake with the mtcio plugin and placement (each task on the host holding most of its input bytes)"
 
 
@@ -61,14 +61,14 @@ def _err(row):
 def summary_text(loc, pred, info) -> str:
     lines = [f"Montage {info['preset']} preset: {info['tiles']} tiles, {info['overlaps']} overlaps, "
              f"{info['hosts']} hosts x {info['slots']} slots; workflow wall time {info['wall_s']:.1f} s",
-             f"{'stage':<12}{'tasks':>6}{'hosts':>6}{'alpha':>8}{'local all':>10}{'seed':>6}"
+             f"{'stage':<12}{'tasks':>6}{'hosts':>6}{'alpha':>8}{'local all':>10}{'paper':>6}"
              f"{'I/O meas s':>11}{'faithful s':>11}{'err %':>8}{'refined s':>10}{'err %':>8}"]
     for r in loc:
         p = pred.get(r["stage"], {})
         f, rf = p.get("faithful"), p.get("refined")
         meas = (rf or f or {}).get("measured_s")
         lines.append(f"{r['stage']:<12}{r['tasks']:>6}{r['hosts']:>6}{_pct(r['alpha']):>8}{_pct(r['alpha_all']):>10}"
-                     f"{_pct(SEED_ALPHA.get(r['stage'])) if r['stage'] in SEED_ALPHA else '':>6}"
+                     f"{_pct(PAPER_ALPHA.get(r['stage'])) if r['stage'] in PAPER_ALPHA else '':>6}"
                      f"{_num(meas):>11}{_num((f or {}).get('total_s')):>11}{_num(_err(f), '{:+.0f}'):>8}"
                      f"{_num((rf or {}).get('total_s')):>10}{_num(_err(rf), '{:+.0f}'):>8}")
     errs = sorted(abs(e) for e in (_err(p.get("refined")) for p in pred.values()) if e is not None)
@@ -87,10 +87,10 @@ def write(out: str, db: str, run: str, info: dict) -> tuple[str, str]:
         p = pred.get(r["stage"], {})
         f, rf = p.get("faithful"), p.get("refined")
         meas = (rf or f or {}).get("measured_s")
-        seed = SEED_ALPHA.get(r["stage"])
+        paper = PAPER_ALPHA.get(r["stage"])
         rows.append(
             f"<tr><td>{e(r['stage'])}</td><td>{r['tasks']}</td><td>{r['hosts']}</td>"
-            f"<td>{_pct(r['alpha'])}</td><td>{_pct(r['alpha_all'])}</td><td>{_pct(seed) if seed else ''}</td>"
+            f"<td>{_pct(r['alpha'])}</td><td>{_pct(r['alpha_all'])}</td><td>{_pct(paper) if paper else ''}</td>"
             f"<td>{r['bytes_read'] / 1e6:.2f}</td><td>{r['bytes_written'] / 1e6:.2f}</td><td>{r['span_s']:.2f}</td>"
             f"<td>{_num(meas)}</td><td>{_num((f or {}).get('total_s'))}</td><td>{_num(_err(f), '{:+.0f}')}</td>"
             f"<td>{_num((rf or {}).get('total_s'))}</td><td>{_num(_err(rf), '{:+.0f}')}</td></tr>")
@@ -115,9 +115,9 @@ td:first-child,th:first-child{{text-align:left}}table{{border-collapse:collapse}
 Workflow wall time {info['wall_s']:.1f} s; run <code>{e(run)}</code> in <code>{e(db)}</code>.</p>
 <h2>Stages: locality and I/O time, measured vs predicted</h2>
 <p>α: local share of the bytes of 1-to-1 inputs (files one task of the stage reads; the model's α). Local all: every
-Gfarm byte read, shared inputs included. Seed: the locality the seed measured with Pwrake on 8 nodes (its mDiffFit is
+Gfarm byte read, shared inputs included. Paper: the locality measured with Pwrake on 8 nodes in Kyo, Tatebe, Tanaka (IPSJ 2014; its mDiffFit is
 mDiff + mFitplane here). I/O times are the stage's I/O time as mtcpredict validates it.</p>
-<table><tr><th>stage</th><th>tasks</th><th>hosts</th><th>α</th><th>local all</th><th>seed</th><th>read MB</th>
+<table><tr><th>stage</th><th>tasks</th><th>hosts</th><th>α</th><th>local all</th><th>paper</th><th>read MB</th>
 <th>written MB</th><th>span s</th><th>I/O measured s</th><th>faithful s</th><th>error %</th><th>refined s</th>
 <th>error %</th></tr>
 {''.join(rows)}</table>

@@ -10,7 +10,7 @@ and overlap their neighbours by `overlap` (a fraction of a tile) along both axes
 overlap too.  Written with numpy only (FITS is 2880-byte blocks of 80-character cards and big-endian data).
 
 Presets: `tiny` 4 tiles of 96x96 (tests), `demo` 9 tiles of 256x256 (`make demo`), `paper` 16 tiles of
-512x1024 float32 (2 MiB each, as a 2MASS image; mProjectPP writes ~4 MB per tile as in the seed's runs).
+512x1024 float32 (2 MiB each, as a 2MASS image; mProjectPP writes ~4 MB per tile as in the paper's runs).
 """
 from __future__ import annotations
 
