@@ -160,7 +160,7 @@ class Stage:
 
     @property
     def rounds(self) -> int:
-        """ceil(N / C): the seed's number of rounds."""
+        """ceil(N / C): the number of rounds of C tasks (equations (1)-(3))."""
         return -(-self.tasks // self.hosts)
 
 

@@ -4,7 +4,7 @@ examples:
   mtcenvelope measure --db mtc.db --name bed4              # default sweep on the running testbed
   mtcenvelope measure --db mtc.db --sizes 1k,16m --procs 1,4 --repeat 2
   mtcenvelope measure --db mtc.db --hosts n1,n2 --launcher 'ssh {host}' --mount /gfarm
-  mtcenvelope import ior-*.json mdtest-*.txt --db mtc.db --name seed
+  mtcenvelope import ior-*.json mdtest-*.txt --db mtc.db --name site
   mtcenvelope list --db mtc.db
   mtcenvelope show --db mtc.db --name bed4
   mtcenvelope export --db mtc.db --name bed4 --format yaml -o bed4.yaml

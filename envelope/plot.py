@@ -1,4 +1,4 @@
-"""`mtcenvelope plot`: one PNG per metric like the seed's Figures 5-13 and an index.html.
+"""`mtcenvelope plot`: one PNG per metric (value over processes, one line per file size) and an index.html.
 
 x = total processes (procs per host x hosts; log2 axis), y = the metric (ops/s, or MiB/s for
 bandwidths), one line per file size, markers at the mean of the ok repeats (log y axis when the values span
@@ -114,7 +114,7 @@ def plot(db: str, name: str | None, outdir: str) -> list[str]:
                 f"<h1>MTC envelope: run {html.escape(run)}</h1>"
                 f"<p>source {html.escape(os.path.abspath(db))}; {len(df)} points, "
                 f"{int((~df['ok']).sum())} failed. x = processes, one line per file size, "
-                "error bars = min..max over repeats (DESIGN.md &sect;3; seed Figs. 5&ndash;13).</p>\n")
+                "error bars = min..max over repeats.</p>\n")
         for metric, fn, title, n, nf in entries:
             f.write(f"<figure><img src='{fn}' alt='{html.escape(title)}'>"
                     f"<figcaption>{html.escape(title)} &mdash; {n} points"

@@ -11,7 +11,7 @@ from mtcio.predictor.surface import EnvelopeError, EnvelopeSurface, grid_values
 
 KiB, MiB = 1 << 10, 1 << 20
 
-# the seed's case: mProjectPP, N = 955, C = 8, D = 4.2 MB; envelope values chosen for hand arithmetic
+# the paper's case: mProjectPP, N = 955, C = 8, D = 4.2 MB; envelope values chosen for hand arithmetic
 N, C, D = 955, 8, 4.2e6
 Tm, TL, BL = 1000.0, 100.0, 4e8
 T1L, B1L, T1R, B1R, TN, BN = 200.0, 5e8, 100.0, 2e8, 2000.0, 1e9
