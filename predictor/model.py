@@ -209,7 +209,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     S = C * p
     k = float(S)
     if "io_overlap" in on:
-        kio = io_concurrency if io_concurrency is not None else getattr(stage, "io_concurrency", None)
+        kio = io_concurrency if io_concurrency is not None else stage.io_concurrency
         if kio is None:
             notes.append(f"I/O concurrency unknown (no trace overlap in the model): taken as the {S} slots")
         else:
