@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mtcpredict", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="Predict each stage's I/O time (read, write, metadata) of a workflow model from a measured MTC "
                     "envelope, attribute it to its bottleneck, and optionally validate it against a traced run.")
-    p.add_argument("workflow", metavar="WORKFLOW.yaml", help="workflow model (`mtcprof model` writes one)")
+    p.add_argument("workflow", metavar="WORKFLOW.yaml", nargs="?", help="workflow model (`mtcprof model` writes one)")
     p.add_argument("--envelope", metavar="DB[:NAME]|FILE.yaml|FILE.csv",
                    help="envelope to predict from: a db (its latest envelope run, or NAME), or an `mtcenvelope "
                         "export` file (default: the envelope shipped with mtcio, measured on a 4-host testbed)")
@@ -70,7 +70,12 @@ def _version():
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.workflow is None and args.what_if and "=" not in args.what_if[-1]:
+        args.workflow = args.what_if.pop()     # `--what-if K=V WORKFLOW.yaml`: the list took the file
+    if args.workflow is None:
+        parser.error("the following arguments are required: WORKFLOW.yaml")
     try:
         return _run(args)
     except KeyboardInterrupt:

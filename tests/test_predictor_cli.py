@@ -190,3 +190,11 @@ def test_stage_names_are_text_in_the_report(tmp_path):
     assert r.returncode == 0, r.stderr
     page = (out / "report.html").read_text()
     assert "<td class=l>$\\foo$ &lt;b&gt;x&lt;/b&gt;</td>" in page and "<b>x</b>" not in page
+
+
+def test_workflow_after_what_if_and_missing_workflow():
+    r = predict("--what-if", "hosts=2,4", MONTAGE, "--bootstrap", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    assert {w["what_if"] for w in json.loads(r.stdout)["what_if"]} == {"hosts=2", "hosts=4"}
+    r = predict("--what-if", "hosts=2")
+    assert r.returncode == 2 and "the following arguments are required: WORKFLOW.yaml" in r.stderr
