@@ -32,20 +32,6 @@ module MtcIO
     end
   end
 
-  module PwrakeRuleHook
-    private
-
-    def attempt_rule(task_name, task_pattern, *rest)
-      task = super
-      task.mtcio_rule ||= task_pattern if task.respond_to?(:mtcio_rule=)
-      task
-    end
-  end
-
-  module PwrakeTaskStage
-    attr_accessor :mtcio_stage, :mtcio_rule
-  end
-
   # Pwrake's profile folder (-L / LOG_DIR), for the import after the ingest.
   def self.pwrake_log_dir
     opts = Rake.application.respond_to?(:pwrake_options) && Rake.application.pwrake_options
@@ -58,8 +44,8 @@ end
 
 if defined?(Pwrake::Shell) || (begin; require "pwrake/branch/shell"; true; rescue LoadError; false; end)
   Pwrake::Shell.prepend(MtcIO::PwrakeShellHook)
-  Rake::Task.include(MtcIO::PwrakeTaskStage)
-  Rake::TaskManager.prepend(MtcIO::PwrakeRuleHook)
+  Rake::Task.include(MtcIO::TaskStage)
+  Rake::TaskManager.prepend(MtcIO::RuleHook)
   # Decide now (one warning when off) and register the end-of-run ingest and profile import.
   if MtcIO::Trace.enabled?
     MtcIO::Trace.after_ingest << lambda do

@@ -9,8 +9,6 @@ require_relative "placement"
 
 module MtcIO
   module RakeTaskHook
-    attr_accessor :mtcio_stage, :mtcio_rule
-
     # The task's actions run in this thread (rake -m runs tasks on a thread pool): its `sh` calls find it here.
     def execute(args = nil)
       return super unless actions.any? && Trace.enabled?
@@ -22,16 +20,6 @@ module MtcIO
         Placement.release(run) if run.host
         Thread.current[:mtcio_task] = prev
       end
-    end
-  end
-
-  module RakeRuleHook
-    private
-
-    def attempt_rule(task_name, task_pattern, *rest)
-      task = super
-      task.mtcio_rule ||= task_pattern if task.respond_to?(:mtcio_rule=)
-      task
     end
   end
 
@@ -55,6 +43,7 @@ module MtcIO
   end
 end
 
+Rake::Task.include(MtcIO::TaskStage)
 Rake::Task.prepend(MtcIO::RakeTaskHook)
-Rake::TaskManager.prepend(MtcIO::RakeRuleHook)
+Rake::TaskManager.prepend(MtcIO::RuleHook)
 FileUtils.prepend(MtcIO::RakeShHook)

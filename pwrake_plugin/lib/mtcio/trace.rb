@@ -219,6 +219,22 @@ module MtcIO
     end
   end
 
+  # For Rake and Pwrake alike: a task carries a stage the Rakefile set and the rule that made it (its default
+  # stage); the rule is recorded where Rake makes a task from a rule.
+  module TaskStage
+    attr_accessor :mtcio_stage, :mtcio_rule
+  end
+
+  module RuleHook
+    private
+
+    def attempt_rule(task_name, task_pattern, *rest)
+      task = super
+      task.mtcio_rule ||= task_pattern if task.respond_to?(:mtcio_rule=)
+      task
+    end
+  end
+
   # What a running task carries: its stage (decided at its first command) and its placement.
   class TaskRun
     attr_reader :task
