@@ -10,7 +10,6 @@ Speed: mtcpredict for 10 stages with the report (64x64 maps) and the table alone
 
     python tests/bench/predict_bench.py [--quick] [--keep DIR] [--speed-only] [--keep DIR --predict-only]
 """
-import fcntl
 import json
 import os
 import shutil
@@ -22,7 +21,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 import synthstage  # noqa: E402
+from montage_example.bench import testbed_session  # noqa: E402
 
 MTCBED = [sys.executable, "-m", "mtcio.testbed.cli"]
 KINDS = ("write", "read-local", "read-remote", "read-shared")
@@ -162,17 +163,8 @@ def main(argv):
         if os.geteuid() != 0:
             print("predict_bench: the accuracy part needs root (the testbed)", file=sys.stderr)
             return 2
-        with open("/run/mtcbed.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            subprocess.run(MTCBED + ["down"], capture_output=True)
-            try:
-                up = subprocess.run(MTCBED + ["up", "--nodes", "4"], capture_output=True, text=True)
-                if up.returncode:
-                    print(up.stderr, file=sys.stderr)
-                    return 1
-                db, env_s, stages_s, res = accuracy(work, quick)
-            finally:
-                subprocess.run(MTCBED + ["down"], capture_output=True)
+        with testbed_session(4):
+            db, env_s, stages_s, res = accuracy(work, quick)
         rows, summary = table(res)
         out.update(envelope_s=round(env_s, 1), stages_s=round(stages_s, 1), stages=rows, summary=summary,
                    calibration={run: r.get("calibration") for run, r in res.items()},
