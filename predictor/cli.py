@@ -175,6 +175,7 @@ def _run(a) -> int:
 
 def _warnings(preds, surface):
     """One line per metric looked up outside its measured range, and one per host-count substitution."""
+    from .surface import fmt_size
     out, hosts = {}, {}
     for p in preds:
         for lk in p.lookups.values():
@@ -186,9 +187,9 @@ def _warnings(preds, surface):
     lines = []
     for m, pts in sorted(out.items()):
         grids = [surface.grids[(m, h)] for h in surface.host_counts(m)]
-        at = ", ".join(f"{_size(s) + ' ' if m != 'Tm' else ''}k={k:g}" for s, k in sorted(pts)[:6])
+        at = ", ".join(f"{fmt_size(s) + ' ' if m != 'Tm' else ''}k={k:g}" for s, k in sorted(pts)[:6])
         more = f" and {len(pts) - 6} more" if len(pts) > 6 else ""
-        sizes = (f"sizes {_size(min(g.sizes[0] for g in grids))}-{_size(max(g.sizes[-1] for g in grids))}, "
+        sizes = (f"sizes {fmt_size(min(g.sizes[0] for g in grids))}-{fmt_size(max(g.sizes[-1] for g in grids))}, "
                  if m != "Tm" else "")
         lines.append(f"{m} extrapolated at {at}{more} (measured: {sizes}concurrency "
                      f"{min(g.ks[0] for g in grids)}-{max(g.ks[-1] for g in grids)})")
@@ -200,11 +201,6 @@ def _warnings(preds, surface):
         lines.append(f"stages on {want} hosts looked up in the envelope's {', '.join(map(str, sorted(got)))}-host "
                      "points at the same concurrency")
     return lines
-
-
-def _size(n):
-    from .surface import _fmt_size
-    return _fmt_size(n)
 
 
 def _measure_all(ms, spec, files, wf):

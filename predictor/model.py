@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import formulas
-from .surface import BANDWIDTH_OF, EnvelopeSurface
+from .surface import BANDWIDTH_OF, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap")
 VARIANTS = ("faithful", "refined")
@@ -90,7 +90,7 @@ class _Env:
 
     def get(self, metric, size, k):
         lk = self.s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
-        name = f"{metric}@{_size(size) if metric != 'Tm' else '-'},k={k:g}"
+        name = f"{metric}@{fmt_size(size, sep='') if metric != 'Tm' else '-'},k={k:g}"
         self.used[name] = {"metric": metric, "size": size, "k": k, "hosts": self.hosts, "value": lk.value,
                            "source": lk.source, "note": lk.note}
         return lk.value
@@ -292,11 +292,3 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         bounds["meta"] = "metadata"
     return StagePrediction(stage.name, "refined", N, C, S, k, R, D, D_w, D_N, alpha, terms, bounds, env.used,
                            notes, None, refine=tuple(x for x in REFINEMENTS if x in on))
-
-
-def _size(n) -> str:
-    n = float(n)
-    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= f:
-            return f"{n / f:.3g}{unit}"
-    return f"{n:.0f}B"

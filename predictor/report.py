@@ -11,6 +11,7 @@ import numpy as np
 
 from . import heatmap
 from .model import TERM_LABEL, TERMS
+from .surface import fmt_size
 
 CLASS_METRIC = (("write (1 create per round)", "TL"), ("1-to-1 read, local", "T1L"), ("1-to-1 read, remote", "T1R"),
                 ("N-to-1 read", "TN"))
@@ -50,14 +51,7 @@ def write_private(path, data):
 def _sizeticks(ax, sizes):
     ticks = [t for t in (1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 24, 1 << 27, 1 << 30) if sizes[0] <= t <= sizes[-1]]
     ax.set_xticks(ticks)
-    ax.set_xticklabels([_fmt(t) for t in ticks])
-
-
-def _fmt(n):
-    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= f:
-            return f"{n / f:.3g}{unit}"
-    return f"{n:.0f}"
+    ax.set_xticklabels([fmt_size(t, sep="", short=True) for t in ticks])
 
 
 def _maps(plt, out, surface, wf, sizes, ks):

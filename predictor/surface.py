@@ -146,12 +146,12 @@ class EnvelopeSurface:
             is_t = metric in BANDWIDTH_OF
             v = lk.value * (1.0 if held_t == is_t else (size / edge if held_t else edge / size))
             if held_t:
-                why = f"{metric}: {_fmt_size(size)} is below the smallest measured size {_fmt_size(smin)}; " \
+                why = f"{metric}: {fmt_size(size)} is below the smallest measured size {fmt_size(smin)}; " \
                       f"op rate taken there (metadata-bound)"
                 src = "clamped" if lk.source in ("measured", "interpolated") else lk.source
             else:
-                why = f"{metric}: size {_fmt_size(size)} is {size / smax:.3g}x the largest measured " \
-                      f"{_fmt_size(smax)}; bandwidth held at its value there (bandwidth-bound)"
+                why = f"{metric}: size {fmt_size(size)} is {size / smax:.3g}x the largest measured " \
+                      f"{fmt_size(smax)}; bandwidth held at its value there (bandwidth-bound)"
                 src = "extrapolated"
             return Lookup(v, src, "; ".join(x for x in (why, lk.note) if x))
         k = _snap(k, g.ks)
@@ -228,10 +228,10 @@ def _bracket(xs, x):
 def _how_far(metric, g: _Grid, size, k) -> str:
     parts = []
     if size > g.sizes[-1]:
-        parts.append(f"size {_fmt_size(size)} is {size / g.sizes[-1]:.3g}x the largest measured {_fmt_size(g.sizes[-1])}")
+        parts.append(f"size {fmt_size(size)} is {size / g.sizes[-1]:.3g}x the largest measured {fmt_size(g.sizes[-1])}")
     elif size < g.sizes[0]:
-        parts.append(f"size {_fmt_size(size)} is 1/{g.sizes[0] / size:.3g} of the smallest measured "
-                     f"{_fmt_size(g.sizes[0])}")
+        parts.append(f"size {fmt_size(size)} is 1/{g.sizes[0] / size:.3g} of the smallest measured "
+                     f"{fmt_size(g.sizes[0])}")
     if k > g.ks[-1]:
         parts.append(f"concurrency {k:g} is {k / g.ks[-1]:.3g}x the largest measured {g.ks[-1]}")
     elif k < g.ks[0]:
@@ -239,12 +239,13 @@ def _how_far(metric, g: _Grid, size, k) -> str:
     return f"{metric} extrapolated: " + (", ".join(parts) if parts else "grid cell not measured")
 
 
-def _fmt_size(n) -> str:
-    n = float(n)
-    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+def fmt_size(n, sep: str = " ", short: bool = False) -> str:
+    """Bytes for people: '4.2 MiB', '300 B'; sep='' gives '4.2MiB'; short gives '4.2M' and bare bytes '300'."""
+    n = float(n or 0)
+    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if n >= f:
-            return f"{n / f:.3g} {unit}"
-    return f"{n:.0f} B"
+            return f"{n / f:.3g}{sep}{unit}{'' if short else 'iB'}"
+    return f"{n:.0f}" if short else f"{n:.0f}{sep}B"
 
 
 def grid_values(surface: EnvelopeSurface, metric: str, sizes, ks, hosts=None, clamp_small=True):

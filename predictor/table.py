@@ -1,6 +1,8 @@
 """The terminal table of a prediction (and of a what-if sweep)."""
 from __future__ import annotations
 
+from .surface import fmt_size
+
 
 def _s(x):
     if x is None:
@@ -12,14 +14,6 @@ def _s(x):
     if x >= 1e-3:
         return f"{x * 1e3:.1f}m"
     return f"{x * 1e6:.0f}µ"
-
-
-def _size(n):
-    n = float(n or 0)
-    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= f:
-            return f"{n / f:.3g}{unit}"
-    return f"{n:.0f}"
 
 
 _LEFT = {"stage", "variant", "bound", "what-if"}
@@ -44,7 +38,7 @@ def render(result: dict) -> str:
     for d in result["predictions"]:
         iv = d.get("interval")
         r = [d["stage"], d["variant"], d["N"], d["C"] if d["slots"] == d["C"] else f"{d['C']}x{d['slots'] // d['C']}",
-             _size(d["D"] or d.get("D_write")), f"{d['alpha']:.2f}", _s(d["read_s"]), _s(d["write_s"]),
+             fmt_size(d["D"] or d.get("D_write"), sep="", short=True), f"{d['alpha']:.2f}", _s(d["read_s"]), _s(d["write_s"]),
              _s(d["meta_s"]), _s(d["total_s"]), f"{_s(iv[0])}-{_s(iv[1])}" if iv else "-",
              d["dominant"] + (f" [{d['write_bound']}]" if d.get("write_bound") else "")]
         if validated:
