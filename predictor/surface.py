@@ -56,7 +56,7 @@ class EnvelopeSurface:
     def __init__(self):
         self.grids: dict[tuple[str, int], _Grid] = {}
         self._means: dict[tuple[str, int], dict] = {}
-        self._gp: dict = {}
+        self._shared: dict = {}   # GP fits, their posteriors, host lists: the same for a surface and its replicates
         self._rng = None
         self._memo: dict = {}     # look-ups already answered by this surface (a prediction repeats many)
         self.block = 1 << 20      # bytes per read/write call of the envelope's ops
@@ -84,9 +84,9 @@ class EnvelopeSurface:
         return {m for m, _ in self.grids}
 
     def host_counts(self, metric: str) -> list:
-        hc = self._gp.get(("hosts", metric))
+        hc = self._shared.get(("hosts", metric))
         if hc is None:
-            hc = self._gp[("hosts", metric)] = sorted(h for m, h in self.grids if m == metric)
+            hc = self._shared[("hosts", metric)] = sorted(h for m, h in self.grids if m == metric)
         return hc
 
     def grid_for(self, metric: str, hosts: int | None, k: float | None = None):
@@ -112,7 +112,7 @@ class EnvelopeSurface:
     def replicate(self, rng) -> "EnvelopeSurface":
         """A bootstrap replicate: every cell's mean over its repeats resampled with replacement."""
         rep = EnvelopeSurface()
-        rep.grids, rep._gp, rep._rng, rep.block = self.grids, self._gp, rng, self.block
+        rep.grids, rep._shared, rep._rng, rep.block = self.grids, self._shared, rng, self.block
         for key, g in self.grids.items():
             rep._means[key] = {ck: sum(rng.choice(v) for _ in v) / len(v) for ck, v in g.cells.items()}
         return rep
@@ -162,9 +162,9 @@ class EnvelopeSurface:
             exact = size in g.sizes and k in g.ks
             return Lookup(edge, "measured" if exact else "interpolated", note)
         if edge is not None:   # beyond the measured concurrency: the regression's trend from the grid's edge
-            v = edge * math.exp(self._posterior(key, g, size, k, draw=True) - self._posterior(key, g, size, kc))
+            v = edge * math.exp(self._posterior(key, size, k, draw=True) - self._posterior(key, size, kc))
         else:                  # a hole in the grid
-            v = math.exp(self._posterior(key, g, size, k, draw=True))
+            v = math.exp(self._posterior(key, size, k, draw=True))
         return Lookup(v, "extrapolated", "; ".join(x for x in (_how_far(metric, g, size, k), note) if x))
 
     def _bilinear(self, key, g: _Grid, size, k):
@@ -181,16 +181,22 @@ class EnvelopeSurface:
         b = lv(s0, k1) * (1 - fx) + lv(s1, k1) * fx
         return math.exp(a * (1 - fy) + b * fy)
 
-    def _posterior(self, key, g: _Grid, size, k, draw=False):
+    def _regression(self, key):
+        """The GP of one (metric, hosts) grid, fit once on the measured means and shared with every replicate."""
+        gp = self._shared.get(key)
+        if gp is None:
+            g = self.grids[key]
+            gp = self._shared[key] = _fit_gp({ck: sum(v) / len(v) for ck, v in g.cells.items()})
+        return gp
+
+    def _posterior(self, key, size, k, draw=False):
         """The regression's log value at (size, k); a bootstrap replicate draws it from the posterior."""
-        memo = self._gp.setdefault(("posterior", key), {})
+        memo = self._shared.setdefault(("posterior", key), {})
         post = memo.get((size, k))
         if post is None:
-            gp = self._gp.get(key)
-            if gp is None:
-                gp = self._gp[key] = _fit_gp({ck: sum(v) / len(v) for ck, v in g.cells.items()})
             import numpy as np
-            mu, sd = gp.predict(np.array([[math.log(max(size, 1)), math.log(k)]]), return_std=True)
+            x = np.array([[math.log(max(size, 1)), math.log(k)]])
+            mu, sd = self._regression(key).predict(x, return_std=True)
             post = memo[(size, k)] = (float(mu[0]), float(sd[0]))
         return self._rng.gauss(*post) if (draw and self._rng is not None) else post[0]
 
@@ -314,9 +320,7 @@ def _grid_values(surface, metric, sizes, ks, h, clamp_small):
     hole = ~np.isfinite(out)
     outside = ~inside_k[:, None] & ~hole
     if hole.any() or outside.any():
-        gp = surface._gp.get(key)
-        if gp is None:
-            gp = surface._gp[key] = _fit_gp({ck: sum(v) / len(v) for ck, v in g.cells.items()})
+        gp = surface._regression(key)
         yc = np.clip(y, lk[0], lk[-1])
         XX = np.broadcast_to(np.log(np.maximum(Sc, 1))[None, :], out.shape)
         YY = np.broadcast_to(y[:, None], out.shape)
