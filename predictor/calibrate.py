@@ -76,7 +76,8 @@ def run(db: str, current_runs: list, envelope: str, preds) -> dict:
     rows = [r for r in history(db, envelope) if r["run"] not in set(current_runs)]
     runs = sorted({r["run"] for r in rows})
     if len(runs) < MIN_RUNS:
-        return {"summary": f"not enough history: {len(runs)} other validated run(s) with this envelope in {db}, {MIN_RUNS} needed "
+        return {"summary": f"not enough history: {len(runs)} other validated run(s) with this envelope in {db}, "
+                           f"{MIN_RUNS} needed "
                            "(validate more runs with mtcpredict --validate first); no calibrated variant",
                 "rows": []}
     cv = cross_validate(rows) if len(runs) >= 2 else None

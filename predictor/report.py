@@ -296,8 +296,9 @@ def _html(result, imgs, measured):
         parts.append(f"<p class=warn>warning: {e(w)}</p>")
     hdr = ["stage", "variant", "N", "C", "slots", "k", "rounds", "D", "α", "read s", "write s", "meta s", "total s",
            "90% interval", "bound", "measured s", "error %", "noise %"]
-    parts.append("<h2>Stages</h2><table><tr>" + "".join(f"<th{' class=l' if h in ('stage', 'variant', 'bound') else ''}>"
-                                                         f"{e(h)}</th>" for h in hdr) + "</tr>")
+    left = ("stage", "variant", "bound")
+    parts.append("<h2>Stages</h2><table><tr>"
+                 + "".join(f"<th{' class=l' if h in left else ''}>{e(h)}</th>" for h in hdr) + "</tr>")
     for d in result["predictions"]:
         iv = d.get("interval")
         cells = [d["stage"], d["variant"], d["N"], d["C"], d["slots"], d["k"], d["rounds"], d["D"], d["alpha"],

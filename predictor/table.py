@@ -38,7 +38,8 @@ def render(result: dict) -> str:
     for d in result["predictions"]:
         iv = d.get("interval")
         r = [d["stage"], d["variant"], d["N"], d["C"] if d["slots"] == d["C"] else f"{d['C']}x{d['slots'] // d['C']}",
-             fmt_size(d["D"] or d.get("D_write"), sep="", short=True), f"{d['alpha']:.2f}", _s(d["read_s"]), _s(d["write_s"]),
+             fmt_size(d["D"] or d.get("D_write"), sep="", short=True), f"{d['alpha']:.2f}", _s(d["read_s"]),
+             _s(d["write_s"]),
              _s(d["meta_s"]), _s(d["total_s"]), f"{_s(iv[0])}-{_s(iv[1])}" if iv else "-",
              d["dominant"] + (f" [{d['write_bound']}]" if d.get("write_bound") else "")]
         if validated:
