@@ -422,7 +422,7 @@ FDMETA_WRAP(fstat, (int fd, struct stat *s), (fd, s), C_STATS, OP_STAT)
 FDMETA_WRAP(fstat64, (int fd, struct stat64 *s), (fd, s), C_STATS, OP_STAT)
 
 /* path-level metadata */
-#define PATHMETA_WRAP(name, proto, call, DIRFD, PATH, COUNTER, OP)                                             \
+#define META_WRAP(name, proto, call, RECORD, COUNTER, OP)                                                      \
     DECL(int, name, proto);                                                                                    \
     EXPORT int name proto                                                                                      \
     {                                                                                                          \
@@ -432,11 +432,13 @@ FDMETA_WRAP(fstat64, (int fd, struct stat64 *s), (fd, s), C_STATS, OP_STAT)
         int r = real_##name call;                                                                              \
         uint64_t t1 = NOW();                                                                                   \
         SAVE_ERRNO;                                                                                            \
-        struct frec *f = frec_at(DIRFD, PATH, 0);                                                              \
+        struct frec *f = RECORD;                                                                               \
         if (f) rec_meta(f, COUNTER, OP, t0, t1, r != 0, saved_errno_, -1);                                     \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
     }
+#define PATHMETA_WRAP(name, proto, call, DIRFD, PATH, COUNTER, OP) \
+    META_WRAP(name, proto, call, frec_at(DIRFD, PATH, 0), COUNTER, OP)
 PATHMETA_WRAP(stat, (const char *p, struct stat *s), (p, s), AT_FDCWD, p, C_STATS, OP_STAT)
 PATHMETA_WRAP(stat64, (const char *p, struct stat64 *s), (p, s), AT_FDCWD, p, C_STATS, OP_STAT)
 PATHMETA_WRAP(lstat, (const char *p, struct stat *s), (p, s), AT_FDCWD, p, C_STATS, OP_STAT)
@@ -454,21 +456,8 @@ static struct frec *frec_at_or_fd(int d, const char *p, int flags)
     if ((flags & AT_EMPTY_PATH) && p && !*p) { struct ofd *o = fd_ofd(d); return o ? o->f : NULL; }
     return frec_at(d, p, 0);
 }
-#define ATSTAT_WRAP(name, proto, call, DIRFD, PATH, FLAGS)                                                     \
-    DECL(int, name, proto);                                                                                    \
-    EXPORT int name proto                                                                                      \
-    {                                                                                                          \
-        RESOLVE(name);                                                                                         \
-        if (!g_on) return real_##name call;                                                                    \
-        uint64_t t0 = NOW();                                                                                   \
-        int r = real_##name call;                                                                              \
-        uint64_t t1 = NOW();                                                                                   \
-        SAVE_ERRNO;                                                                                            \
-        struct frec *f = frec_at_or_fd(DIRFD, PATH, FLAGS);                                                    \
-        if (f) rec_meta(f, C_STATS, OP_STAT, t0, t1, r != 0, saved_errno_, -1);                                \
-        RESTORE_ERRNO;                                                                                         \
-        return r;                                                                                              \
-    }
+#define ATSTAT_WRAP(name, proto, call, DIRFD, PATH, FLAGS) \
+    META_WRAP(name, proto, call, frec_at_or_fd(DIRFD, PATH, FLAGS), C_STATS, OP_STAT)
 ATSTAT_WRAP(fstatat, (int d, const char *p, struct stat *s, int fl), (d, p, s, fl), d, p, fl)
 ATSTAT_WRAP(fstatat64, (int d, const char *p, struct stat64 *s, int fl), (d, p, s, fl), d, p, fl)
 ATSTAT_WRAP(statx, (int d, const char *p, int fl, unsigned m, struct statx *s), (d, p, fl, m, s), d, p, fl)
