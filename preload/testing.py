@@ -50,6 +50,21 @@ def run(argv, logdir: str | None = None, env_extra: dict | None = None, **kw) ->
     return subprocess.run(argv, env=env, **kw)
 
 
+def check_untraced(tmp_path, logdir, expect_warning: bool = True) -> list[str]:
+    """errno_check under a log folder the shim cannot use runs exactly as untraced (same status and output);
+    returns its stderr lines, after checking there is one 'running untraced' warning when expected."""
+    d_un, d_tr = tmp_path / "un", tmp_path / "tr"
+    d_un.mkdir(), d_tr.mkdir()
+    ref = run([prog("errno_check"), str(d_un)])
+    r = run([prog("errno_check"), str(d_tr)], str(logdir))
+    assert r.returncode == ref.returncode == 0
+    assert r.stdout.decode().replace(str(d_tr), "D") == ref.stdout.decode().replace(str(d_un), "D")
+    lines = r.stderr.decode().splitlines()
+    if expect_warning:
+        assert len(lines) == 1 and lines[0].startswith("mtcprof: warning:") and "untraced" in lines[0], lines
+    return lines
+
+
 def log_paths(logdir: str) -> list:
     return sorted(os.path.join(logdir, f) for f in os.listdir(logdir) if f.endswith(".mtclog"))
 

@@ -2,11 +2,10 @@
 the program's files, keeps its log through chroot and setuid, and refuses a log folder others control."""
 import os
 import re
-import subprocess
 
 import pytest
 
-from mtcio.preload.testing import log_paths, logs, prog, run
+from mtcio.preload.testing import check_untraced, log_paths, logs, prog, run
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown, setuid, chroot)")
 NOBODY = 65534
@@ -136,13 +135,7 @@ def test_log_name_never_hidden(tmp_path, host, start):
 
 def _refused(tmp_path, logdir, reason):
     """The program runs as it does untraced, with one warning naming the problem, and no log is written."""
-    d_un, d_tr = tmp_path / "un", tmp_path / "tr"
-    d_un.mkdir(), d_tr.mkdir()
-    ref = run([prog("errno_check"), str(d_un)])
-    r = run([prog("errno_check"), str(d_tr)], str(logdir))
-    assert r.returncode == ref.returncode == 0
-    assert r.stdout.decode().replace(str(d_tr), "D") == ref.stdout.decode().replace(str(d_un), "D")
-    assert r.stderr.decode().splitlines() == [
+    assert check_untraced(tmp_path, logdir) == [
         f"mtcprof: warning: log folder {reason} {logdir}: errno 1 (running untraced)"]
     assert not [n for n in os.listdir(os.path.realpath(logdir)) if n.endswith((".mtclog", ".tmp"))]
 

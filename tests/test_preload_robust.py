@@ -4,32 +4,19 @@ import subprocess
 
 import pytest
 
-from mtcio.preload.testing import logs, prog, run
+from mtcio.preload.testing import check_untraced, logs, prog, run
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a tmpfs")
 
 
-def _check_untraced(tmp_path, logdir, expect_warning=True):
-    d_un, d_tr = tmp_path / "un", tmp_path / "tr"
-    d_un.mkdir(), d_tr.mkdir()
-    ref = run([prog("errno_check"), str(d_un)])
-    r = run([prog("errno_check"), str(d_tr)], str(logdir))
-    assert r.returncode == ref.returncode == 0
-    assert r.stdout.decode().replace(str(d_tr), "D") == ref.stdout.decode().replace(str(d_un), "D")
-    lines = r.stderr.decode().splitlines()
-    if expect_warning:
-        assert len(lines) == 1 and lines[0].startswith("mtcprof: warning:") and "untraced" in lines[0], lines
-    return lines
-
-
 def test_missing_log_dir(tmp_path):
-    _check_untraced(tmp_path, tmp_path / "nope")
+    check_untraced(tmp_path, tmp_path / "nope")
     assert not (tmp_path / "nope").exists()
 
 
 def test_log_dir_is_a_file(tmp_path):
     (tmp_path / "afile").write_text("x")
-    _check_untraced(tmp_path, tmp_path / "afile")
+    check_untraced(tmp_path, tmp_path / "afile")
     assert (tmp_path / "afile").read_text() == "x"
 
 
@@ -51,7 +38,7 @@ def tmpfs(tmp_path):
 @root_only
 def test_read_only_log_dir(tmp_path, tmpfs):
     mnt = tmpfs("ro,size=1m")
-    _check_untraced(tmp_path, mnt)
+    check_untraced(tmp_path, mnt)
 
 
 @root_only
@@ -64,7 +51,7 @@ def test_disk_full(tmp_path, tmpfs):
     except OSError:
         pass
     os.close(fd)
-    lines = _check_untraced(tmp_path, mnt)
+    lines = check_untraced(tmp_path, mnt)
     assert "cannot" in lines[0]
     assert sorted(os.listdir(mnt)) == ["filler"]          # the partial log was removed
 
