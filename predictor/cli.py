@@ -131,9 +131,8 @@ def _run(a) -> int:
         except ms.ValidationError as e:
             return _fail(str(e))
     variants = ("faithful", "refined") if a.variant == "all" else (a.variant,)
-    io_k = {n: m["io_concurrency"] for n, m in measured.items() if m.get("io_concurrency")}
-    try:
-        preds = predict.predict_workflow(wf, surface, variants, refine, io_k, bootstrap=a.bootstrap)
+    try:   # the I/O concurrency is the model's (from the trace it was built from), never the validated run's
+        preds = predict.predict_workflow(wf, surface, variants, refine, bootstrap=a.bootstrap)
     except EnvelopeError as e:
         return _fail(f"envelope {env.origin}: {e}")
     calib = None
