@@ -33,14 +33,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Predict each stage's I/O time (read, write, metadata) of a workflow model from a measured MTC "
                     "envelope, attribute it to its bottleneck, and optionally validate it against a traced run.")
     p.add_argument("workflow", metavar="WORKFLOW.yaml", nargs="?", help="workflow model (`mtcprof model` writes one)")
-    p.add_argument("--envelope", metavar="DB[:NAME]|FILE.yaml|FILE.csv",
+    p.add_argument("--envelope", metavar="DB[:NAME]|FILE.yaml|FILE.csv", action="append",
                    help="envelope to predict from: a db (its latest envelope run, or NAME), or an `mtcenvelope "
-                        "export` file (default: the envelope shipped with mtcio, measured on a 4-host testbed)")
+                        "export` file (default: the envelope shipped with mtcio, measured on a 4-host testbed). "
+                        "Give it again for envelopes of the same file system measured with other bytes per call "
+                        "(`mtcenvelope measure --block`): the refined model looks each stage's reads and writes up "
+                        "in the one nearest their traced call size (refinement call_size); the first is the main "
+                        "one (faithful model, maps)")
     p.add_argument("--variant", choices=("faithful", "refined", "all"), default="all",
                    help="model variant(s) to report (default all)")
     p.add_argument("--refine", metavar="LIST", default="all",
                    help="refinements of the refined variant: all (default), none, a list "
-                        "(slots,partial_round,size_lookup,files,reread,metadata,small_files,io_overlap) "
+                        "(slots,partial_round,size_lookup,files,reread,metadata,small_files,io_overlap,call_size) "
                         "or all but some (-io_overlap,-metadata)")
     p.add_argument("--validate", metavar="DB[:RUN[,RUN..]]",
                    help="compare with traced run(s) in DB (several runs: repeats, their spread is the noise floor); "
@@ -110,13 +114,23 @@ def _run(a) -> int:
     except ModelError as e:
         return _fail(str(e))
     try:
-        env = envelope_source.load(a.envelope)
+        envs = [envelope_source.load(x) for x in (a.envelope or [None])]
     except envelope_source.EnvelopeSourceError as e:
         return _fail(str(e))
-    surface = EnvelopeSurface().fit(env.points)
-    surface.block = env.block
-    if not surface.grids:
-        return _fail(f"envelope {env.origin}: no ok point")
+    surfaces = []
+    for e in envs:
+        sf = EnvelopeSurface().fit(e.points)
+        sf.block = e.block
+        if not sf.grids:
+            return _fail(f"envelope {e.origin}: no ok point")
+        same = [x for x, s in zip(envs, surfaces) if s.block == sf.block]
+        if same:
+            return _fail(f"envelopes {same[0].origin} and {e.origin} were both measured with {sf.block:,}-byte calls: "
+                         "give one envelope per call size (mtcenvelope measure --block)")
+        surfaces.append(sf)
+    surface = surfaces[0]
+    surface.others = surfaces[1:]
+    env = envelope_source.combined(envs)
     if env.origin == "shipped":
         prov = env.meta.get("provenance", {})
         print(f"mtcpredict: no --envelope given: using the envelope shipped with mtcio ({prov.get('testbed', '?')}, "

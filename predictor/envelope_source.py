@@ -35,6 +35,15 @@ class EnvelopeData:
         return int(b) if b else 1 << 20
 
 
+def combined(envs: list) -> EnvelopeData:
+    """One name for envelopes used together (one per call size): the first, with the others' origins joined by
+    '+' so that stored predictions name every envelope they read."""
+    if len(envs) == 1:
+        return envs[0]
+    first = envs[0]
+    return EnvelopeData(first.name, "+".join(e.origin for e in envs), first.points, first.meta, first.run, first.db)
+
+
 def _is_sqlite(path):
     with open(path, "rb") as f:
         return f.read(16) == b"SQLite format 3\x00"

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from . import formulas
 from .surface import BANDWIDTH_OF, EnvelopeSurface, fmt_size
 
-REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap")
+REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
+               "call_size")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -85,14 +86,23 @@ class StagePrediction:
 class _Env:
     """Envelope look-ups for one stage, recorded with their sources."""
 
-    def __init__(self, surface: EnvelopeSurface, hosts: int, clamp_small: bool):
-        self.s, self.hosts, self.clamp, self.used = surface, hosts, clamp_small, {}
+    def __init__(self, surface: EnvelopeSurface, hosts: int, clamp_small: bool, used: dict | None = None):
+        self.s, self.hosts, self.clamp = surface, hosts, clamp_small
+        self.used = {} if used is None else used
+        self.tag_calls = bool(surface.others) or used is not None   # several envelopes: name the call size
+
+    def at_calls(self, bytes_per_call):
+        """The look-ups in the envelope measured with calls nearest to bytes_per_call (refinement call_size)."""
+        s = self.s.at_calls(bytes_per_call)
+        return self if s is self.s else _Env(s, self.hosts, self.clamp, self.used)
 
     def get(self, metric, size, k):
         lk = self.s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
         name = f"{metric}@{fmt_size(size, sep='') if metric != 'Tm' else '-'},k={k:g}"
+        if self.tag_calls:
+            name += f",calls={fmt_size(self.s.block, sep='')}"
         self.used[name] = {"metric": metric, "size": size, "k": k, "hosts": self.hosts, "value": lk.value,
-                           "source": lk.source, "note": lk.note}
+                           "source": lk.source, "note": lk.note, "block": self.s.block}
         return lk.value
 
     def smallest(self, metric):
@@ -144,6 +154,12 @@ def _call_size_note(stage, surface, notes):
     if b and b * 8 < surface.block and _needed(stage)["write"]:
         notes.append(f"writes in {b:,.0f}-byte calls, the envelope's in {surface.block:,}-byte calls: small write "
                      f"calls can cost several times more (measure the envelope with --block {int(b)})")
+
+
+def _call_sizes(stage) -> dict:
+    """term -> the stage's mean bytes per call for it (None: not traced)."""
+    r, w = stage.read.bytes_per_call, stage.write.bytes_per_call
+    return {"read_local": r, "read_remote": r, "read_shared": r, "write": w, "meta": None}
 
 
 def _alpha(stage, notes):
@@ -204,7 +220,8 @@ def _faithful(stage, surface) -> StagePrediction:
 
 def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     N, C, notes = stage.tasks, stage.hosts, []
-    _call_size_note(stage, surface, notes)
+    calls = _call_sizes(stage)
+    _call_size_note(stage, surface.at_calls(calls["write"]) if "call_size" in on else surface, notes)
     p = (stage.procs_per_host or 1) if "slots" in on else 1
     S = C * p
     k = float(S)
@@ -247,6 +264,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         if extra > 0:
             ops["meta"], size["meta"] = extra, 0
     ops = {t: n for t, n in ops.items() if n > 0}
+    envs = {t: (env.at_calls(calls[t]) if "call_size" in on else env) for t in ops}
 
     def rates(kk):
         out = {}
@@ -255,9 +273,9 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
             if m == "Tm":
                 out[t] = env.get("Tm", 0, kk)
             elif "size_lookup" in on:
-                out[t] = env.get(m, size[t], kk)
+                out[t] = envs[t].get(m, size[t], kk)
             else:
-                T, B = env.roofline(m, kk)
+                T, B = envs[t].roofline(m, kk)
                 out[t] = 1.0 / max(1.0 / T, size[t] / B)
         return out
 
@@ -286,7 +304,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         if m == "Tm":
             bounds[t] = "metadata"
         else:
-            T, B = env.roofline(m, k)
+            T, B = envs[t].roofline(m, k)
             bounds[t] = "op throughput" if 1.0 / T >= size[t] / B else "bandwidth"
     if "metadata" not in on and need["write"]:
         bounds["meta"] = "metadata"

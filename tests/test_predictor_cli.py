@@ -146,6 +146,33 @@ def test_envelope_sources_and_errors(tmp_path):
     assert r.returncode == 2 and "not an mtcio envelope export" in r.stderr
 
 
+def test_second_envelope_at_the_stage_call_size(tmp_path):
+    """An envelope measured with 2,880-byte calls (writes 4x slower here) serves Montage's 2,880-byte writes."""
+    env = yaml.safe_load(open(os.path.join(ROOT, "predictor", "data", "envelope-testbed4.yaml")))
+    big = _write(tmp_path / "big.yaml", env)
+    env["meta"] = {**(env.get("meta") or {}), "block": 2880}
+    for p in env["points"]:
+        if p["metric"] in ("TL", "BL") and p.get("value"):
+            p["value"] /= 4
+    small = _write(tmp_path / "small.yaml", env)
+
+    def stage(*args):
+        r = predict(MONTAGE, *args, "--json", "--bootstrap", "0", "--variant", "refined")
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        return doc, next(d for d in doc["predictions"] if d["stage"] == "mProjectPP")
+    _, one = stage("--envelope", big)
+    doc, two = stage("--envelope", big, "--envelope", small)
+    assert two["write_s"] == pytest.approx(4 * one["write_s"], rel=1e-6)
+    assert two["read_s"] == pytest.approx(one["read_s"], rel=1e-9)
+    assert doc["envelope"]["origin"] == f"{big}+{small}"
+    assert any(n.startswith("TL@") and n.endswith("calls=2.81KiB") for n in two["lookups"]), two["lookups"]
+    _, off = stage("--envelope", big, "--envelope", small, "--refine=-call_size")
+    assert off["write_s"] == pytest.approx(one["write_s"], rel=1e-9)
+    r = predict(MONTAGE, "--envelope", big, "--envelope", big)
+    assert r.returncode == 2 and "were both measured with 1,048,576-byte calls" in r.stderr, r.stderr
+
+
 def test_envelope_lacking_a_metric_is_named(tmp_path):
     f, _ = _envelope_db(tmp_path, {"Tm", "TL", "BL", "T1L", "B1L", "T1R", "B1R"})
     r = predict(MONTAGE, "--envelope", f)

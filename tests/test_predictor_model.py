@@ -94,17 +94,22 @@ def test_faithful_stage_is_the_equations():
     assert q.write_bound == "throughput (2)" and q.meta_s + q.write_s == pytest.approx(9.72)
 
 
-def sqrt_envelope(hosts=2):
-    """T(k) = 10 * sqrt(k) ops/s at every size (B = T x size), Tm(k) = 100 k; k = 1, 2, 4."""
+def sqrt_points(write_factor=1.0):
+    """T(k) = 10 * sqrt(k) ops/s at every size (B = T x size), Tm(k) = 100 k; k = 1, 2, 4; writes x write_factor."""
     pts = []
     for ppn in (1, 2):
         for h in (1, 2):
             k = h * ppn
             for t, b in (("TL", "BL"), ("T1L", "B1L"), ("T1R", "B1R"), ("TN", "BN")):
-                pts += _pts(t, {KiB: 10 * math.sqrt(k), MiB: 10 * math.sqrt(k)}, h, ppn)
-                pts += _pts(b, {KiB: 10 * math.sqrt(k) * KiB, MiB: 10 * math.sqrt(k) * MiB}, h, ppn)
+                f = write_factor if t == "TL" else 1.0
+                pts += _pts(t, {KiB: 10 * math.sqrt(k) * f, MiB: 10 * math.sqrt(k) * f}, h, ppn)
+                pts += _pts(b, {KiB: 10 * math.sqrt(k) * f * KiB, MiB: 10 * math.sqrt(k) * f * MiB}, h, ppn)
             pts += _pts("Tm", {0: 100 * k}, h, ppn)
-    return EnvelopeSurface().fit([p for p in pts if p["hosts"] == hosts or hosts is None])
+    return pts
+
+
+def sqrt_envelope(hosts=2):
+    return EnvelopeSurface().fit([p for p in sqrt_points() if p["hosts"] == hosts or hosts is None])
 
 
 def write_stage(n=10, hosts=2, ppn=2, files=1):
@@ -241,3 +246,26 @@ def test_small_write_calls_are_flagged():
     assert any("writes in 2,880-byte calls, the envelope's in 1,048,576-byte calls" in n for n in p.notes)
     surf.block = 4096                      # an envelope measured at about the stage's own call size
     assert not any("-byte calls" in n for n in predict_stage(st, surf, "refined").notes)
+
+
+def test_call_size_picks_the_envelope_nearest_each_terms_calls():
+    big = sqrt_envelope(hosts=None)                       # 1 MiB calls: T = 10 sqrt(k)
+    small = EnvelopeSurface().fit(sqrt_points(write_factor=0.25))
+    small.block = 2880                                    # the same file system, writes 4x slower in small calls
+    big.others = [small]
+    st = write_stage(n=4)                                 # one round on 4 slots, k = 4
+    st.read = Read(bytes_per_task=Dist(MiB, MiB, MiB), files_per_task=1, file_size=Dist(MiB, MiB, MiB), alpha=1.0,
+                   bytes_per_call=1 << 20)
+    st.write.bytes_per_call = 2880
+    p = predict_stage(st, big, "refined")
+    assert p.write_s == pytest.approx(4 / 20 * 4, rel=1e-9)      # TL/4 from the 2,880-byte envelope
+    assert p.read_s == pytest.approx(4 / 20, rel=1e-9)           # reads stay in the 1 MiB one
+    assert {lk["block"] for n, lk in p.lookups.items() if n.startswith("TL@")} == {2880}
+    assert not any("-byte calls" in n for n in p.notes)          # measured at its call size: nothing to flag
+    q = predict_stage(st, big, "refined", set(REFINEMENTS) - {"call_size"})
+    assert q.write_s == pytest.approx(4 / 20, rel=1e-9)
+    assert any("writes in 2,880-byte calls" in n for n in q.notes)
+    # replicates keep one replicate per call size
+    import random
+    assert len(big.replicate(random.Random(1)).others) == 1
+
