@@ -96,7 +96,9 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                     reread_factor=_f(one["bytes_read"].sum() / one["size"].sum()) if len(one) and
                     one["size"].sum() > 0 else None, bytes_per_call=_per_call(one, "bytes_read", "reads"))
         sh = Shared(files=int(shared["key"].nunique()), bytes=int(st["shared_size"]),
-                    bytes_read_per_task=_num(per(shared, "bytes_read").mean()), alpha=_f(st["alpha_shared"]))
+                    bytes_read_per_task=_num(per(shared, "bytes_read").mean()), alpha=_f(st["alpha_shared"]),
+                    files_per_task=_num(cnt(shared).mean()) if len(shared) else None,
+                    bytes_per_call=_per_call(shared, "bytes_read", "reads"))
         wr = Write(bytes_per_task=_dist(per(w, "bytes_written")), files_per_task=_num(cnt(w).mean()),
                    file_size=_dist(w.drop_duplicates("key")["size"]), local_fraction=_f(st["write_local"]),
                    bytes_per_call=_per_call(w, "bytes_written", "writes"))

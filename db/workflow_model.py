@@ -32,6 +32,8 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           bytes: INT                         # D_N: summed size of the shared files
           bytes_read_per_task: FLOAT         # mean bytes of shared files read per task
           alpha: FLOAT in [0,1]?
+          files_per_task: FLOAT?             # mean shared files read per task (null: bytes_read_per_task / mean size)
+          bytes_per_call: FLOAT?             # mean bytes per read call on these files
         write:
           bytes_per_task: {min, mean, max}   # D of the write formulas
           files_per_task: FLOAT
@@ -106,6 +108,8 @@ class Shared:
     bytes: int = 0
     bytes_read_per_task: float = 0.0
     alpha: float | None = None
+    files_per_task: float | None = None
+    bytes_per_call: float | None = None
 
 
 @dataclass

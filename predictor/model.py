@@ -159,7 +159,17 @@ def _call_size_note(stage, surface, notes):
 def _call_sizes(stage) -> dict:
     """term -> the stage's mean bytes per call for it (None: not traced)."""
     r, w = stage.read.bytes_per_call, stage.write.bytes_per_call
-    return {"read_local": r, "read_remote": r, "read_shared": r, "write": w, "meta": None}
+    return {"read_local": r, "read_remote": r, "read_shared": stage.shared.bytes_per_call or r, "write": w,
+            "meta": None}
+
+
+def _shared_files_per_task(sh, D_N) -> float:
+    """Shared files one task reads: the model's count, else its bytes over the shared files' mean size (a stage
+    whose tasks each read a few of many shared files, as Montage's mDiff, is not every task reading all)."""
+    if sh.files_per_task:
+        return sh.files_per_task
+    mean = sh.bytes / sh.files if sh.files else 0
+    return max(1.0, D_N / mean) if mean > 0 else float(sh.files)
 
 
 def _alpha(stage, notes):
@@ -255,7 +265,8 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         ops["read_local"], ops["read_remote"] = alpha * n, (1 - alpha) * n
         size["read_local"] = size["read_remote"] = s
     if need["shared"]:
-        ops["read_shared"], size["read_shared"] = split(D_N, sh.files)
+        nsh = _shared_files_per_task(sh, D_N) if "reread" in on else sh.files   # without: every task reads all
+        ops["read_shared"], size["read_shared"] = split(D_N, nsh)
     if need["write"]:
         ops["write"], size["write"] = split(D_w, w.files_per_task)
     if "metadata" in on:

@@ -40,6 +40,7 @@ def test_model_values(wf_yaml):
     assert (s1.read.bytes_per_task.min, s1.read.bytes_per_task.mean, s1.read.bytes_per_task.max) == (0, 12, 24)
     assert s1.read.reread_factor == 2.0 and s1.read.files_per_task == 0.5
     assert (s1.shared.files, s1.shared.bytes, s1.shared.bytes_read_per_task) == (1, 5000, 7500)
+    assert s1.shared.files_per_task == 1 and s2.shared.files_per_task is None
     assert s1.read.alpha is None                      # no Gfarm: locality unknown
     assert s1.write.bytes_per_task.max == 5000 and s1.metadata.creates_per_task == 1.5
     assert (s2.tasks, s2.read.bytes_per_task.mean, s2.shared.files, s2.write.bytes_per_task.mean) == (1, 5012, 0, 5012)

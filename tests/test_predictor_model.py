@@ -269,3 +269,17 @@ def test_call_size_picks_the_envelope_nearest_each_terms_calls():
     import random
     assert len(big.replicate(random.Random(1)).others) == 1
 
+
+
+def test_shared_reads_are_the_files_a_task_reads_not_every_shared_file():
+    """mDiff-like: 129 shared files of ~531 KB, each task reads 4 of them (2.1 MB): 4 ops of 531 KB, not 129."""
+    surf = sqrt_envelope(hosts=None)
+    st = Stage(name="diff", tasks=4, hosts=2, procs_per_host=2,
+               shared=Shared(files=129, bytes=129 * 531_000, bytes_read_per_task=4 * 531_000))
+    p = predict_stage(st, surf, "refined")
+    assert p.read_s == pytest.approx(4 * 4 / 20, rel=1e-9)          # one round at k = 4: 4 ops x k / T(k)
+    st.shared.files_per_task = 5                                     # the model's own count wins
+    assert predict_stage(st, surf, "refined").read_s == pytest.approx(5 * 4 / 20, rel=1e-9)
+    # without reread the task reads every shared file once, as in the published N-to-1 term
+    q = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"reread"})
+    assert q.read_s == pytest.approx(129 * 4 / 20, rel=1e-9)

@@ -1,13 +1,15 @@
 """Benchmark: mtcpredict's accuracy on real Montage runs — every stage measured vs predicted.
 
-On a 4-host testbed: one quick envelope sweep, then for tiles x hosts the Montage workflow traced under Rake
-with the plugin and placement (2 slots per host), `mtcprof model` of the run, and `mtcpredict --validate` on
-it (faithful, refined and, once two runs are validated, calibrated: a ridge fit on the other runs only).
+On a 4-host testbed: quick envelope sweeps (one file per process, one per --block: the envelope's bytes per
+call), then for tiles x hosts the Montage workflow traced under Rake with the plugin and placement (2 slots per
+host), `mtcprof model` of the run, and `mtcpredict --validate` on it with every envelope (faithful, refined and,
+once two runs are validated, calibrated: a ridge fit on the other runs only).
 Per stage: measured I/O time, predicted, error %; then median and p90 of |error| over every stage of every
 run, per variant, for all stages and for the stages whose measured I/O time is >= 50 ms, and the whole
 workflow's I/O time (sum over stages) error per run.
 
-    python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m|2880]
+    python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m,2880]
+                                          [--keep DIR | --predict-only DIR] [-- MTCPREDICT OPTIONS]
 """
 import argparse
 import json
@@ -24,7 +26,8 @@ sys.path.insert(0, ROOT)
 from montage_example import bench, prepare  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
-SWEEP = ["--sizes", "4k,256k,1m,4m", "--procs", "1,2", "--repeat", "2", "--precision", "0", "--quiet"]
+SIZES = "1k,4k,16k,64k,256k,1m,4m"
+SWEEP = ["--procs", "1,2", "--repeat", "3", "--precision", "0", "--quiet"]
 
 
 def sh(*argv):
@@ -39,88 +42,133 @@ def p90(xs):
     return xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))] if xs else float("nan")
 
 
+def measure_and_run(a, work, db, tiles, hostcounts, w, h):
+    """One testbed session: the envelope(s), then every Montage run with its workflow model; returns the runs."""
+    runs = []
+    with bench.testbed_session(4) as bed:
+        for blk in a.block.split(","):
+            t = time.monotonic()
+            sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", f"env-{blk}",
+               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--block", blk,
+               "--sizes", a.sizes, *SWEEP, *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []))
+            print(f"envelope env-{blk}: {time.monotonic() - t:.0f} s", flush=True)
+        for k in tiles:
+            src = os.path.join(work, f"src{k}")
+            pairs = prepare.prepare(src, "demo", tiles=k, width=w, height=h)
+            for c in hostcounts:
+                run = f"m{k}x{c}"
+                wall = bench.run_once(bed, src, bed.hosts[:c], run=run, db=db)
+                sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", run, "-o",
+                   os.path.join(work, f"{run}.yaml"))
+                runs.append({"run": run, "tiles": k, "overlaps": len(pairs), "hosts": c, "wall": wall})
+                print(f"run {run}: wall {wall:.1f} s", flush=True)
+    with open(os.path.join(work, "runs.json"), "w") as f:
+        json.dump({"runs": runs, "size": f"{w}x{h}", "blocks": a.block.split(",")}, f)
+    return runs
+
+
+def predict_all(a, work, db, runs, w, h):
+    errs = {}          # variant -> [(|err|, measured_s)]
+    whole = []
+    validated = []
+    envs = (a.envelope or ",".join(f"env-{b}" for b in a.block.split(","))).split(",")
+    for r0 in runs:
+        run = r0["run"]
+        args = [os.path.join(BIN, "mtcpredict"), os.path.join(work, f"{run}.yaml"),
+                *[x for e in envs for x in ("--envelope", f"{db}:{e}")], "--validate", f"{db}:{run}", "--json",
+                "--bootstrap", "0", *a.predict_args]
+        if len(validated) >= 2:
+            args.append("--calibrate")
+        res = json.loads(sh(*args))
+        validated.append(run)
+        print(f"\n== {r0['tiles']} tiles ({w}x{h}), {r0['overlaps']} overlaps, {r0['hosts']} hosts x 2 slots: "
+              f"wall {r0['wall']:.1f} s; envelopes {', '.join(envs)}", flush=True)
+        print(f"{'stage':<12}{'N':>5}{'measured s':>11}" + "".join(
+            f"{v + ' s':>14}{'err %':>8}" for v in ("faithful", "refined", "calibrated")))
+        rows = {}
+        for r in res["predictions"]:
+            rows.setdefault(r["stage"], {})[r["variant"]] = r
+        tot = {}
+        for stage, vs in rows.items():
+            meas = next(iter(vs.values())).get("measured_s")
+            n = res["measured"].get(stage, {}).get("tasks", "")
+            line = f"{stage:<12}{n!s:>5}{meas if meas is not None else float('nan'):>11.3f}"
+            for v in ("faithful", "refined", "calibrated"):
+                r = vs.get(v)
+                if r is None:
+                    line += f"{'':>14}{'':>8}"
+                    continue
+                e = r.get("error_pct")
+                line += f"{r['total_s']:>14.3f}{(f'{e:+.0f}' if e is not None else '-'):>8}"
+                if e is not None and meas:
+                    errs.setdefault(v, []).append((abs(e), meas))
+                    tot.setdefault(v, [0.0, 0.0])
+                    tot[v][0] += r["total_s"]
+                    tot[v][1] += meas
+            print(line)
+        for v, (pr, me) in tot.items():
+            whole.append((run, v, 100 * (pr - me) / me, me))
+            print(f"whole workflow I/O, {v}: predicted {pr:.3f} s, measured {me:.3f} s, "
+                  f"error {100 * (pr - me) / me:+.0f} %")
+    print(f"\nsummary over {len(validated)} runs ({', '.join(validated)}), |error| per stage:")
+    for v, xs in errs.items():
+        all_e = [e for e, _ in xs]
+        big = [e for e, m in xs if m >= 0.05]
+        print(f"Median |error| {v:<10}: {statistics.median(all_e):6.1f} % (p90 {p90(all_e):6.1f} %, "
+              f"{len(all_e)} stages); stages >= 50 ms: median {statistics.median(big) if big else float('nan'):.1f} %"
+              f" p90 {p90(big):.1f} % ({len(big)})")
+    for v in ("faithful", "refined", "calibrated"):
+        ws = [abs(e) for run, vv, e, _ in whole if vv == v]
+        if ws:
+            print(f"whole-workflow I/O time |error| {v:<10}: median {statistics.median(ws):.1f} %, "
+                  f"max {max(ws):.1f} % ({len(ws)} runs)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiles", default="16,36,64")
     ap.add_argument("--hosts", default="2,4")
     ap.add_argument("--size", default="256x256", help="tile WIDTHxHEIGHT (512x1024: the paper-like 2 MiB tiles)")
-    ap.add_argument("--block", default="1m", help="bytes per call of the envelope's ops (2880: Montage's FITS blocks)")
+    ap.add_argument("--sizes", default=SIZES, help=f"the envelope's file sizes (default {SIZES})")
+    ap.add_argument("--block", default="1m,2880",
+                    help="bytes per call of the envelope's ops, one envelope each (default 1m,2880: mtcenvelope's "
+                         "default and Montage's FITS blocks); every one is given to mtcpredict, the first as the "
+                         "main one, and its call_size refinement picks per stage")
+    ap.add_argument("--ops-per-proc", type=int, default=1,
+                    help="files per process of the envelope's ops (default 1: an MTC task opens few files)")
+    ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
+    ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
+    ap.add_argument("--predict-only", metavar="DIR",
+                    help="rebuild the workflow models of the runs kept in DIR and predict them again (no testbed)")
+    ap.add_argument("predict_args", nargs="*", help="more mtcpredict options, after --")
     a = ap.parse_args()
+    t_start = time.monotonic()
+    if a.predict_only:
+        work = a.predict_only
+        with open(os.path.join(work, "runs.json")) as f:
+            kept = json.load(f)
+        w, h = (int(x) for x in kept["size"].split("x"))
+        db = os.path.join(work, "bench.db")
+        for r in kept["runs"]:        # the workflow models again, by today's `mtcprof model`
+            sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", r["run"], "-o",
+               os.path.join(work, f"{r['run']}.yaml"))
+        predict_all(a, work, db, kept["runs"], w, h)
+        print(f"benchmark time {time.monotonic() - t_start:.0f} s")
+        return
     tiles = [int(x) for x in a.tiles.split(",")]
     hostcounts = [int(x) for x in a.hosts.split(",")]
     w, h = (int(x) for x in a.size.split("x"))
-    work = tempfile.mkdtemp(prefix="mtcmontage-predict.")
+    work = a.keep or tempfile.mkdtemp(prefix="mtcmontage-predict.")
+    os.makedirs(work, exist_ok=True)
     os.chmod(work, 0o755)
     db = os.path.join(work, "bench.db")
-    errs = {}          # variant -> [(|err|, measured_s)]
-    whole = []
-    t_start = time.monotonic()
     try:
-        with bench.testbed_session(4) as bed:
-            t = time.monotonic()
-            sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", "env",
-               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--block", a.block, *SWEEP)
-            print(f"envelope: {time.monotonic() - t:.0f} s", flush=True)
-            validated = []
-            for k in tiles:
-                src = os.path.join(work, f"src{k}")
-                pairs = prepare.prepare(src, "demo", tiles=k, width=w, height=h)
-                for c in hostcounts:
-                    run = f"m{k}x{c}"
-                    wall = bench.run_once(bed, src, bed.hosts[:c], run=run, db=db)
-                    wf = os.path.join(work, f"{run}.yaml")
-                    sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", run, "-o", wf)
-                    args = [os.path.join(BIN, "mtcpredict"), wf, "--envelope", f"{db}:env", "--validate",
-                            f"{db}:{run}", "--json", "--bootstrap", "0"]
-                    if len(validated) >= 2:
-                        args.append("--calibrate")
-                    res = json.loads(sh(*args))
-                    validated.append(run)
-                    print(f"\n== {k} tiles ({w}x{h}), {len(pairs)} overlaps, {c} hosts x 2 slots: "
-                          f"wall {wall:.1f} s", flush=True)
-                    print(f"{'stage':<12}{'N':>5}{'measured s':>11}" + "".join(
-                        f"{v + ' s':>14}{'err %':>8}" for v in ("faithful", "refined", "calibrated")))
-                    rows = {}
-                    for r in res["predictions"]:
-                        rows.setdefault(r["stage"], {})[r["variant"]] = r
-                    tot = {}
-                    for stage, vs in rows.items():
-                        meas = next(iter(vs.values())).get("measured_s")
-                        n = res["measured"].get(stage, {}).get("tasks", "")
-                        line = f"{stage:<12}{n!s:>5}{meas if meas is not None else float('nan'):>11.3f}"
-                        for v in ("faithful", "refined", "calibrated"):
-                            r = vs.get(v)
-                            if r is None:
-                                line += f"{'':>14}{'':>8}"
-                                continue
-                            e = r.get("error_pct")
-                            line += f"{r['total_s']:>14.3f}{(f'{e:+.0f}' if e is not None else '-'):>8}"
-                            if e is not None and meas:
-                                errs.setdefault(v, []).append((abs(e), meas))
-                                tot.setdefault(v, [0.0, 0.0])
-                                tot[v][0] += r["total_s"]
-                                tot[v][1] += meas
-                        print(line)
-                    for v, (pr, me) in tot.items():
-                        whole.append((run, v, 100 * (pr - me) / me, me))
-                        print(f"whole workflow I/O, {v}: predicted {pr:.3f} s, measured {me:.3f} s, "
-                              f"error {100 * (pr - me) / me:+.0f} %")
-        print(f"\nsummary over {len(validated)} runs ({', '.join(validated)}), |error| per stage:")
-        for v, xs in errs.items():
-            all_e = [e for e, _ in xs]
-            big = [e for e, m in xs if m >= 0.05]
-            print(f"Median |error| {v:<10}: {statistics.median(all_e):6.1f} % (p90 {p90(all_e):6.1f} %, "
-                  f"{len(all_e)} stages); stages >= 50 ms: median {statistics.median(big) if big else float('nan'):.1f} %"
-                  f" p90 {p90(big):.1f} % ({len(big)})")
-        for v in ("faithful", "refined", "calibrated"):
-            ws = [abs(e) for run, vv, e, _ in whole if vv == v]
-            if ws:
-                print(f"whole-workflow I/O time |error| {v:<10}: median {statistics.median(ws):.1f} %, "
-                      f"max {max(ws):.1f} % ({len(ws)} runs)")
+        runs = measure_and_run(a, work, db, tiles, hostcounts, w, h)
+        predict_all(a, work, db, runs, w, h)
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
 
 if __name__ == "__main__":
     main()
