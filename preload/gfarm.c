@@ -119,7 +119,7 @@ EXPORT gfarm_error_t gfs_pio_close(GFS_File g)
     uint64_t t1 = NOW();                                                                                       \
     SAVE_ERRNO;                                                                                                \
     int64_t nb = e == GFARM_ERR_NO_ERROR && np ? *np : -1;                                                     \
-    rec_rw(o->f, WR, nb < 0 ? -1 : (OFF), nb, t0, t1, FL, e);                                                  \
+    rec_io(o->f, WR, nb < 0 ? -1 : (OFF), nb, t0, t1, FL, e);                                                  \
     RESTORE_ERRNO;                                                                                             \
     return e;
 EXPORT gfarm_error_t gfs_pio_read(GFS_File g, void *b, int n, int *np) { RESOLVE(gfs_pio_read); GF_IO(real_gfs_pio_read(g, b, n, np), 0, POS_ADVANCE(&o->pos, nb), OF_GFARM) }

@@ -93,28 +93,50 @@ static uint32_t dir_id(struct dir_mru *m, const char *d, uint32_t len)
     wb_pad(len);
     return mru_front(m, m->n < MRU_N ? m->n++ : MRU_N - 1, id, d, len);
 }
-/* FILE record (FORMAT.md): present slots as u32, or u64 when they do not fit; the name relative to a DIR record */
+/* FILE record (FORMAT.md): present slots as u32, or u64 when they do not fit; the name relative to a DIR record.
+ * Only the slots in use are looked at (a typical file uses 5-15 of the 49): x[k] is set for k in `mask` only. */
+static const uint8_t hot_slot[NHOT] = {
+    [H_OPENS] = C_OPENS, [H_CREATES] = C_CREATES, [H_CLOSES] = C_CLOSES, [H_READS] = C_READS,
+    [H_WRITES] = C_WRITES, [H_BYTES_READ] = C_BYTES_READ, [H_BYTES_WRITTEN] = C_BYTES_WRITTEN,
+    [H_STATS] = C_STATS, [H_ERRORS] = C_ERRORS, [H_T_OPEN] = C_T_OPEN, [H_T_READ] = C_T_READ,
+    [H_T_WRITE] = C_T_WRITE, [H_T_CLOSE] = C_T_CLOSE, [H_T_META] = C_T_META};
+#define DUR_SLOTS (((1ull << (C_T_META + 1)) - 1) & ~((1ull << C_T_OPEN) - 1))
+/* the size bins of one direction (8-bit low parts) into x[base + b], their bits into the returned mask */
+static uint64_t bins_of(const uint8_t *h, int base, uint64_t *x)
+{
+    uint64_t m = 0;
+    for (int b = 0; b < NBINS; b++)
+        if (h[b]) { x[base + b] = h[b]; m |= 1ull << (base + b); }
+    return m;
+}
 static void wb_file(const struct frec *f, struct dir_mru *mru, uint64_t start_ns)
 {
-    static const uint8_t hot_slot[NHOT] = {
-        [H_OPENS] = C_OPENS, [H_CREATES] = C_CREATES, [H_CLOSES] = C_CLOSES, [H_READS] = C_READS,
-        [H_WRITES] = C_WRITES, [H_BYTES_READ] = C_BYTES_READ, [H_BYTES_WRITTEN] = C_BYTES_WRITTEN,
-        [H_STATS] = C_STATS, [H_ERRORS] = C_ERRORS, [H_T_OPEN] = C_T_OPEN, [H_T_READ] = C_T_READ,
-        [H_T_WRITE] = C_T_WRITE, [H_T_CLOSE] = C_T_CLOSE, [H_T_META] = C_T_META};
-    uint64_t x[NSLOTS] = {0};
-    for (int k = 0; k < NHOT; k++) x[hot_slot[k]] = f->c[k];
-    x[C_MAX_OFFSET] = f->w[W_MAX_OFFSET]; x[C_FIRST_OPEN] = f->w[W_FIRST_OPEN]; x[C_LAST_CLOSE] = f->w[W_LAST_CLOSE];
-    for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] = f->hr[k]; x[NCOUNTERS + NBINS + k] = f->hw[k]; }
+    uint64_t x[NSLOTS], mask = 0;
     const struct fcold *cx = cold_if(f);
-    if (cx) {
+    if (UNLIKELY(cx)) {                     /* rare: every slot, the cold counters and the carries added */
+        for (int k = 0; k < NSLOTS; k++) x[k] = 0;
         for (int k = 0; k < NCOUNTERS; k++) if (g_cmap[k] < 0) x[k] = cx->c[~g_cmap[k]];
-        for (int k = 0; k < NHOT; k++) x[hot_slot[k]] += cx->c_hi[k];
-        for (int k = 0; k < NBINS; k++) { x[NCOUNTERS + k] += cx->hr_hi[k]; x[NCOUNTERS + NBINS + k] += cx->hw_hi[k]; }
+        for (int k = 0; k < NHOT; k++) x[hot_slot[k]] = f->c[k] + cx->c_hi[k];
+        for (int k = 0; k < NBINS; k++) {
+            x[NCOUNTERS + k] = f->hr[k] + cx->hr_hi[k];
+            x[NCOUNTERS + NBINS + k] = f->hw[k] + cx->hw_hi[k];
+        }
+        for (int k = 0; k < NSLOTS; k++) if (x[k]) mask |= 1ull << k;
+    } else {
+        for (int k = 0; k < NHOT; k++)
+            if (f->c[k]) { x[hot_slot[k]] = f->c[k]; mask |= 1ull << hot_slot[k]; }
+        mask |= bins_of(f->hr, NCOUNTERS, x) | bins_of(f->hw, NCOUNTERS + NBINS, x);
     }
-    for (int k = C_T_OPEN; k <= C_T_META; k++) if (x[k]) x[k] = dur_ns(x[k]);
-    uint64_t present = 0;
-    for (int k = C_FIRST_OPEN; k <= C_LAST_CLOSE; k++)
-        if (x[k]) { uint64_t t = tick_ns(x[k]); x[k] = t > start_ns ? t - start_ns : 0; present |= 1ull << k; }
+    if (f->w[W_MAX_OFFSET]) { x[C_MAX_OFFSET] = f->w[W_MAX_OFFSET]; mask |= 1ull << C_MAX_OFFSET; }
+    for (uint64_t m = mask & DUR_SLOTS; m; m &= m - 1) {
+        int k = __builtin_ctzll(m);
+        if (!(x[k] = dur_ns(x[k]))) mask &= ~(1ull << k);    /* under 1 ns: absent, as a zero count is */
+    }
+    /* timestamps: present when set, even if the offset from the start rounds to 0 */
+    for (int k = C_FIRST_OPEN; k <= C_LAST_CLOSE; k++) {
+        uint64_t t = f->w[k == C_FIRST_OPEN ? W_FIRST_OPEN : W_LAST_CLOSE];
+        if (t) { t = tick_ns(t); x[k] = t > start_ns ? t - start_ns : 0; mask |= 1ull << k; }
+    }
     const char *path = g_paths + f->path_off;
     uint32_t plen = f->path_len, slash = plen;
     while (slash > 0 && path[slash - 1] != '/') slash--;
@@ -123,16 +145,17 @@ static void wb_file(const struct frec *f, struct dir_mru *mru, uint64_t start_ns
     /* at most 32 + 8 * NSLOTS + name + pad bytes, built in place */
     if (g_wlen + 8 + 32 + 8 * NSLOTS + nlen + 8 > sizeof g_wbuf) wb_flush();
     char *r = g_wbuf + g_wlen, *v = r + 40;
-    uint64_t mask = 0, wide = 0;
-    for (int k = 0; k < NSLOTS; k++) {
-        if (!x[k] && !(present >> k & 1)) continue;
-        mask |= 1ull << k;
+    uint64_t wide = 0;
+    for (uint64_t m = mask; m; m &= m - 1) {
+        int k = __builtin_ctzll(m);
         if (x[k] >> 32) { wide |= 1ull << k; __builtin_memcpy(v, &x[k], 8); v += 8; }
         else { uint32_t w = (uint32_t)x[k]; __builtin_memcpy(v, &w, 4); v += 4; }
     }
     memcpy(v, path + slash, nlen);
     v += nlen;
-    while ((v - r) & 7) *v++ = 0;
+    uint64_t zero = 0;
+    __builtin_memcpy(v, &zero, 8);          /* padding to 8 bytes (the buffer has room, see above) */
+    v = r + ((v - r + 7) & ~(ptrdiff_t)7);
     uint32_t len = (uint32_t)(v - r - 8);
     uint16_t th[2] = {R_FILE, 0}, fl[2] = {(uint16_t)(f->flags & ~FF_COLD), (uint16_t)nlen};
     uint32_t id = (uint32_t)(f - g_frecs);

@@ -290,7 +290,7 @@ FCNTL_WRAP(fcntl64)
     TYPE r = CALL;                                                                                             \
     uint64_t t1 = NOW();                                                                                       \
     SAVE_ERRNO;                                                                                                \
-    rec_rw(o->f, WR, (r >= 0 ? (OFFSET_EXPR) : -1), (int64_t)r, t0, t1, FL, saved_errno_);                      \
+    rec_io(o->f, WR, (r >= 0 ? (OFFSET_EXPR) : -1), (int64_t)r, t0, t1, FL, saved_errno_);                      \
     RESTORE_ERRNO;                                                                                             \
     return r;
 #define SEQ_OFF (o->pos >= 0 ? POS_ADVANCE(&o->pos, (int64_t)r) : -1)
@@ -342,8 +342,8 @@ static void rec_copy(int in, int out, int64_t *inoff, int64_t *outoff, int64_t r
 {
     struct ofd *oi = fd_ofd(in), *oo = fd_ofd(out);
     uint64_t tm = t0 + (t1 - t0) / 2;
-    if (oi) rec_rw(oi->f, 0, r < 0 ? -1 : inoff ? *inoff - r : (oi->pos >= 0 ? POS_ADVANCE(&oi->pos, r) : -1), r, t0, oo ? tm : t1, OF_COPY, err);
-    if (oo) rec_rw(oo->f, 1, r < 0 ? -1 : outoff ? *outoff - r : (oo->pos >= 0 ? POS_ADVANCE(&oo->pos, r) : -1), r, oi ? tm : t0, t1, OF_COPY, err);
+    if (oi) rec_io(oi->f, 0, r < 0 ? -1 : inoff ? *inoff - r : (oi->pos >= 0 ? POS_ADVANCE(&oi->pos, r) : -1), r, t0, oo ? tm : t1, OF_COPY, err);
+    if (oo) rec_io(oo->f, 1, r < 0 ? -1 : outoff ? *outoff - r : (oo->pos >= 0 ? POS_ADVANCE(&oo->pos, r) : -1), r, oi ? tm : t0, t1, OF_COPY, err);
 }
 DECL(ssize_t, copy_file_range, (int, off64_t *, int, off64_t *, size_t, unsigned));
 EXPORT ssize_t copy_file_range(int in, off64_t *pin, int out, off64_t *pout, size_t n, unsigned fl)

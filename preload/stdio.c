@@ -4,10 +4,10 @@
 /* ---------------------------------------------------------------- stdio */
 static inline struct ofd *fp_ofd(FILE *fp) { return fp ? fd_ofd(fp->_fileno) : NULL; }
 /* a stdio read/write of `bytes` (< 0 on error) at the stream's logical position */
-static inline void rec_stdio(struct ofd *o, int wr, int64_t bytes, uint64_t t0, uint64_t t1, int err)
+HOT void rec_stdio(struct ofd *o, int wr, int64_t bytes, uint64_t t0, uint64_t t1, int err)
 {
     int64_t off = bytes >= 0 && o->pos >= 0 ? POS_ADVANCE(&o->pos, bytes) : -1;
-    rec_rw(o->f, wr, off, bytes, t0, t1, OF_STDIO, err);
+    rec_io(o->f, wr, off, bytes, t0, t1, OF_STDIO, err);
 }
 #define STDIO_BODY(TYPE, FP, WR, CALL, BYTES_EXPR)                                                             \
     struct ofd *o;                                                                                             \

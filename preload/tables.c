@@ -48,11 +48,23 @@ size_t norm_inplace(char *p)
     p[o] = 0;
     return o;
 }
-/* already normalised (no "//", "/.", trailing "/"): nearly every path a program passes */
+/* already normalised (no "//", "/.", trailing "/"): nearly every path a program passes.  p[n] is the NUL and p has
+ * PATH_MAX bytes, so with SSE2 16 bytes are looked at in one step (bytes past the NUL are masked off) */
 static inline int is_normal(const char *p, size_t n)
 {
     if (n == 0 || p[0] != '/' || (n > 1 && p[n - 1] == '/')) return 0;
-    for (size_t i = 0; i + 1 < n; i++)
+    size_t i = 0;
+#ifdef __SSE2__
+    const __m128i slash = _mm_set1_epi8('/'), dot = _mm_set1_epi8('.');
+    for (; i + 1 < n && i + 17 <= PATH_MAX; i += 16) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(p + i)), b = _mm_loadu_si128((const __m128i *)(p + i + 1));
+        unsigned bad = (unsigned)_mm_movemask_epi8(_mm_and_si128(
+            _mm_cmpeq_epi8(a, slash), _mm_or_si128(_mm_cmpeq_epi8(b, slash), _mm_cmpeq_epi8(b, dot))));
+        if (n - 1 - i < 16) bad &= (1u << (n - 1 - i)) - 1;     /* pairs (p[j], p[j+1]) with j + 1 < n only */
+        if (bad) return 0;
+    }
+#endif
+    for (; i + 1 < n; i++)
         if (p[i] == '/' && (p[i + 1] == '/' || p[i + 1] == '.')) return 0;
     return 1;
 }
@@ -87,7 +99,7 @@ static size_t add_root(char *out, size_t n)
 size_t abs_path(int dirfd, const char *path, char *out)
 {
     if (!path || !*path) return 0;
-    size_t n = s_len(path), bl = 0;
+    size_t n = strlen(path), bl = 0;
     int rooted = 1;                                /* the result is in the current root's terms */
     if (path[0] != '/') {
         if (dirfd == AT_FDCWD) {
@@ -127,11 +139,10 @@ void cwd_update(void)
     }
     g_cwd_len = s_len(g_cwd);
 }
-static int prefix_match(const char *p, size_t pl, const char *pre, size_t n)
+static inline int prefix_match(const char *p, size_t pl, const char *pre, size_t n)
 {
-    if (pl < n) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != pre[i]) return 0;
+    /* the second byte first: most paths differ from /proc, /sys, /dev there */
+    if (pl < n || (n > 1 && p[1] != pre[1]) || memcmp(p, pre, n)) return 0;
     return pl == n || p[n] == '/' || (n > 0 && pre[n - 1] == '/');
 }
 int excluded(const char *p, size_t pl)
@@ -279,6 +290,35 @@ struct ofd *fd_adopt(int fd)
     }
     errno = saved;
     return o > FD_NONE ? o : NULL;
+}
+
+/* the rare paths of the counter helpers (shim.h), kept out of every wrapper */
+__attribute__((noinline, cold)) void cold_add(struct frec *f, unsigned word, uint64_t v)
+{
+    ADD((uint64_t *)cold_of(f) + word, v);
+}
+static inline int gettid_cached(void)
+{
+    if (UNLIKELY(!t_tid)) t_tid = (int)syscall(SYS_gettid);
+    return t_tid;
+}
+__attribute__((noinline)) void trace(uint16_t op, uint16_t fl, const struct frec *f, int64_t off, int64_t len,
+                                     uint64_t t0, uint64_t t1, int err)
+{
+    uint64_t i = ST ? g_nops++ : __atomic_fetch_add(&g_nops, 1, __ATOMIC_RELAXED);
+    if (i >= g_ops_max) return;
+    struct mtc_op_rec *o = &g_ops[i];
+    o->start_ns = t0; o->dur_ns = t1 - t0; o->offset = off; o->length = len;
+    o->file = (uint32_t)(f - g_frecs); o->tid = (uint32_t)gettid_cached(); o->op = op; o->flags = fl; o->err = err;
+}
+
+void rec_read(struct frec *f, int64_t off, int64_t n, uint64_t t0, uint64_t t1, uint16_t fl, int err)
+{
+    rec_rw(f, 0, off, n, t0, t1, fl, err);
+}
+void rec_write(struct frec *f, int64_t off, int64_t n, uint64_t t0, uint64_t t1, uint16_t fl, int err)
+{
+    rec_rw(f, 1, off, n, t0, t1, fl, err);
 }
 
 /* counters of a successful open (fd, stdio stream or Gfarm handle) */
