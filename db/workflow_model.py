@@ -27,6 +27,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           alpha_files: FLOAT in [0,1]?       # same, by task-file pairs
           reread_factor: FLOAT?              # bytes read / file size over task-file pairs (1 = read once)
           bytes_per_call: FLOAT?             # mean bytes per read call on these files
+          size_quantiles: [FLOAT, ..]?       # file sizes at the 10/30/50/70/90th percentiles (equal-weight points)
         shared:                        # N-to-1 reads (file read by >= 2 tasks of the stage)
           files: INT                         # count of shared files
           bytes: INT                         # D_N: summed size of the shared files
@@ -34,12 +35,14 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           alpha: FLOAT in [0,1]?
           files_per_task: FLOAT?             # mean shared files read per task (null: bytes_read_per_task / mean size)
           bytes_per_call: FLOAT?             # mean bytes per read call on these files
+          size_quantiles: [FLOAT, ..]?
         write:
           bytes_per_task: {min, mean, max}   # D of the write formulas
           files_per_task: FLOAT
           file_size: {min, mean, max}?
           local_fraction: FLOAT in [0,1]?    # written bytes that landed on the writer's host
           bytes_per_call: FLOAT?             # mean bytes per write call
+          size_quantiles: [FLOAT, ..]?
         metadata:
           ops_per_task: FLOAT                # opens + stats + unlinks + renames + mkdirs + rmdirs + truncates
           creates_per_task: FLOAT
@@ -100,6 +103,7 @@ class Read:
     alpha_files: float | None = None
     reread_factor: float | None = None
     bytes_per_call: float | None = None
+    size_quantiles: list | None = None
 
 
 @dataclass
@@ -110,6 +114,7 @@ class Shared:
     alpha: float | None = None
     files_per_task: float | None = None
     bytes_per_call: float | None = None
+    size_quantiles: list | None = None
 
 
 @dataclass
@@ -119,6 +124,7 @@ class Write:
     file_size: Dist | None = None
     local_fraction: float | None = None
     bytes_per_call: float | None = None
+    size_quantiles: list | None = None
 
 
 @dataclass
@@ -252,6 +258,15 @@ def _build(cls, data, where: str):
             if not isinstance(v, str) or not v:
                 raise ModelError(f"{w}: must be a non-empty string, got {_show(v)}")
             kw[name] = v
+        elif base == "list":
+            if v is None and optional:
+                kw[name] = None
+                continue
+            if not isinstance(v, list) or not v:
+                raise ModelError(f"{w}: must be a non-empty list of numbers, got {_show(v)}")
+            kw[name] = [_num(x, f"{w}[{i}]") for i, x in enumerate(v)]
+            if kw[name] != sorted(kw[name]):
+                raise ModelError(f"{w}: must be in increasing order")
         elif base in ("int", "float"):
             kw[name] = _num(v, w, integer=base == "int", optional=optional,
                             lo=1 if name in _POSITIVE_INT else 0.0, hi=1.0 if name in _FRACTIONS else None)

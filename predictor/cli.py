@@ -43,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", choices=("faithful", "refined", "all"), default="all",
                    help="model variant(s) to report (default all)")
     p.add_argument("--refine", metavar="LIST", default="all",
-                   help="refinements of the refined variant: all (default), none, a list "
-                        "(slots,partial_round,size_lookup,files,reread,metadata,small_files,io_overlap,call_size) "
+                   help="refinements of the refined variant: all (default), none, a list (slots,partial_round,"
+                        "size_lookup,files,reread,metadata,small_files,io_overlap,call_size,size_spread) "
                         "or all but some (-io_overlap,-metadata)")
     p.add_argument("--validate", metavar="DB[:RUN[,RUN..]]",
                    help="compare with traced run(s) in DB (several runs: repeats, their spread is the noise floor); "

@@ -15,7 +15,7 @@ from . import formulas
 from .surface import BANDWIDTH_OF, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
-               "call_size")
+               "call_size", "size_spread")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -163,6 +163,19 @@ def _call_sizes(stage) -> dict:
             "meta": None}
 
 
+def _size_points(stage, size) -> dict:
+    """term -> op sizes at the equal-weight points of the stage's file-size distribution (the model's
+    size_quantiles), scaled so that their mean is the op size charged; terms without quantiles are left out."""
+    q = {"read_local": stage.read.size_quantiles, "read_remote": stage.read.size_quantiles,
+         "read_shared": stage.shared.size_quantiles, "write": stage.write.size_quantiles}
+    out = {}
+    for t, pts in q.items():
+        if t in size and pts and sum(pts) > 0 and len(pts) > 1:
+            scale = size[t] / (sum(pts) / len(pts))
+            out[t] = [max(1.0, x * scale) for x in pts]
+    return out
+
+
 def _shared_files_per_task(sh, D_N) -> float:
     """Shared files one task reads: the model's count, else its bytes over the shared files' mean size (a stage
     whose tasks each read a few of many shared files, as Montage's mDiff, is not every task reading all)."""
@@ -276,6 +289,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
             ops["meta"], size["meta"] = extra, 0
     ops = {t: n for t, n in ops.items() if n > 0}
     envs = {t: (env.at_calls(calls[t]) if "call_size" in on else env) for t in ops}
+    spread = _size_points(stage, size) if "size_spread" in on else {}
 
     def rates(kk):
         out = {}
@@ -283,6 +297,10 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
             m = TERM_METRIC[t]
             if m == "Tm":
                 out[t] = env.get("Tm", 0, kk)
+            elif "size_lookup" in on and spread.get(t):
+                # the op rate over the stage's size distribution: mean time per op at its equal-weight sizes
+                pts = spread[t]
+                out[t] = len(pts) / sum(1.0 / envs[t].get(m, x, kk) for x in pts)
             elif "size_lookup" in on:
                 out[t] = envs[t].get(m, size[t], kk)
             else:

@@ -283,3 +283,23 @@ def test_shared_reads_are_the_files_a_task_reads_not_every_shared_file():
     # without reread the task reads every shared file once, as in the published N-to-1 term
     q = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"reread"})
     assert q.read_s == pytest.approx(129 * 4 / 20, rel=1e-9)
+
+
+def test_size_spread_averages_op_time_over_the_size_distribution():
+    """A notch (gfarm2fs: ~45 ms per op from 16 KiB to 64 KiB): files of 16 KiB and 64 KiB mixed 2:3."""
+    pts = []
+    for ppn in (1, 2):
+        pts += _pts("TL", {KiB: 100.0, 16 * KiB: 2.0, 64 * KiB: 100.0}, 1, ppn)
+        pts += _pts("BL", {KiB: 100.0 * KiB, 16 * KiB: 2.0 * 16 * KiB, 64 * KiB: 100.0 * 64 * KiB}, 1, ppn)
+        pts += _pts("Tm", {0: 1000.0}, 1, ppn)
+    surf = EnvelopeSurface().fit(pts)
+    q = [16 * KiB, 16 * KiB, 64 * KiB, 64 * KiB, 64 * KiB]
+    mean = sum(q) / 5
+    st = Stage(name="w", tasks=1, hosts=1, procs_per_host=1,
+               write=Write(bytes_per_task=Dist(mean, mean, mean), files_per_task=1,
+                           file_size=Dist(16 * KiB, mean, 64 * KiB), size_quantiles=q),
+               metadata=Metadata(ops_per_task=1, creates_per_task=1))
+    p = predict_stage(st, surf, "refined")
+    assert p.write_s == pytest.approx((2 / 2.0 + 3 / 100.0) / 5, rel=1e-9)     # mean time per op at k = 1
+    at_mean = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"size_spread"})
+    assert at_mean.write_s < p.write_s / 2                # the mean size interpolates past most of the notch

@@ -26,7 +26,7 @@ sys.path.insert(0, ROOT)
 from montage_example import bench, prepare  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
-SIZES = "1k,4k,16k,64k,256k,1m,4m"
+SIZES = "1k,4k,12k,16k,48k,64k,96k,128k,256k,1m,4m"
 SWEEP = ["--procs", "1,2", "--repeat", "3", "--precision", "0", "--quiet"]
 
 
