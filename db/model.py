@@ -129,7 +129,8 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
         out.append(Stage(name=name or "(none)", tasks=n, hosts=int(st["hosts"]) or 1, read=read, shared=sh,
                          write=wr, metadata=md, concurrency=int(st["concurrency"]),
                          procs_per_host=int(st["per_host_concurrency"]), measured=ms, envelope=env,
-                         io_concurrency=_round(overlap.io_concurrency(overlap.stage_windows(f)))))
+                         io_concurrency=_round(overlap.io_concurrency(overlap.stage_windows(f))),
+                         tasks_max_per_host=int(t.groupby(t["host"].fillna("?")).size().max())))
         if read.bytes_per_task is None:
             read.bytes_per_task = Dist()
         if wr.bytes_per_task is None:

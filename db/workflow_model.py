@@ -19,6 +19,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
         concurrency: INT?              # most tasks of the stage running at once (whole run)
         procs_per_host: INT?           # most tasks of the stage running at once on one host
         io_concurrency: FLOAT?         # mean tasks in I/O at once while any is (db/overlap.py; >= 1)
+        tasks_max_per_host: INT?       # tasks the busiest host ran (placement balance: N / hosts when even)
         read:                          # 1-to-1 reads (file read by exactly one task of the stage)
           bytes_per_task: {min, mean, max}   # D (mean); bytes actually read per task
           files_per_task: FLOAT
@@ -165,6 +166,7 @@ class Stage:
     concurrency: int | None = None
     procs_per_host: int | None = None
     io_concurrency: float | None = None
+    tasks_max_per_host: int | None = None
     measured: Measured = field(default_factory=Measured)
     envelope: StageEnvelope | None = None
 
@@ -194,7 +196,7 @@ class Workflow:
 _REQUIRED = {Stage: ("name", "tasks", "hosts"), Dist: ("min", "mean", "max"), Read: ("bytes_per_task",),
              Write: ("bytes_per_task",), Shared: ("files", "bytes"), Metadata: ()}
 _FRACTIONS = {"alpha", "alpha_files", "local_fraction"}
-_POSITIVE_INT = {"tasks", "hosts"}
+_POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host"}
 
 
 def _show(v) -> str:
@@ -275,6 +277,9 @@ def _build(cls, data, where: str):
     obj = cls(**kw)
     if cls is Dist and not (obj.min <= obj.mean <= obj.max):
         raise ModelError(f"{where}: needs min <= mean <= max, got {obj.min} / {obj.mean} / {obj.max}")
+    if cls is Stage and obj.tasks_max_per_host is not None and obj.tasks_max_per_host > obj.tasks:
+        raise ModelError(f"{where}.tasks_max_per_host: {obj.tasks_max_per_host} on one host, but the stage has "
+                         f"{obj.tasks} tasks")
     if cls is Stage and obj.hosts > obj.tasks:
         raise ModelError(f"{where}.hosts: {obj.hosts} hosts for {obj.tasks} tasks (a stage runs on at most "
                          f"one host per task)")

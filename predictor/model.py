@@ -15,7 +15,7 @@ from . import formulas
 from .surface import BANDWIDTH_OF, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
-               "call_size", "size_spread")
+               "call_size", "size_spread", "balance")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -314,14 +314,20 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
             t["meta"] = t.get("meta", 0.0) + 1.0 / env.get("Tm", 0, kk)   # equations (1)/(2): one create per round
         return t
 
+    Nr = N                                    # tasks the rounds are counted over
+    if "balance" in on and stage.tasks_max_per_host and stage.tasks_max_per_host * C > N:
+        m = min(stage.tasks_max_per_host, N)
+        Nr = m * C                            # every host as loaded as the busiest: it ends the stage
+        notes.append(f"placement: the busiest host ran {m} of {N} tasks, {Nr / N:.2f}x an even share; rounds "
+                     f"counted on it")
     if "partial_round" in on:
-        full, rem = divmod(N, S)
+        full, rem = divmod(Nr, S)
         R = full + (1 if rem else 0)
         parts = [(full, round_time(k))] if full else []
         if rem:
             parts.append((1, round_time(min(k, float(rem)))))
     else:
-        R = formulas.rounds(N, S)
+        R = formulas.rounds(Nr, S)
         parts = [(R, round_time(k))]
     terms = dict.fromkeys(TERMS, 0.0)
     for count, t in parts:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 
 from .model import predict_stage
 
@@ -76,6 +77,9 @@ def apply(stage, combo):
             s.tasks = max(1, int(round(s.tasks * v))) if op == "x" else int(v)
         elif key == "size":
             _scale_sizes(s, v, absolute=op == "=")
+    if stage.tasks_max_per_host:   # the same imbalance of placement: the busiest host's share over an even one
+        b = stage.tasks_max_per_host * stage.hosts / stage.tasks
+        s.tasks_max_per_host = min(s.tasks, max(1, math.ceil(b * s.tasks / s.hosts - 1e-9)))
     return s
 
 
@@ -89,6 +93,8 @@ def _scale_sizes(s, v, absolute):
     scale(s.read.file_size)
     scale(s.write.bytes_per_task, s.write.files_per_task or 1)
     scale(s.write.file_size)
+    for part in (s.read, s.shared, s.write):   # a spread of sizes is kept when scaled, gone when one size is given
+        part.size_quantiles = None if absolute or not part.size_quantiles else [x * v for x in part.size_quantiles]
     if not absolute:
         s.shared.bytes = int(s.shared.bytes * v)
         s.shared.bytes_read_per_task *= v

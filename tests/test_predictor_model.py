@@ -303,3 +303,17 @@ def test_size_spread_averages_op_time_over_the_size_distribution():
     assert p.write_s == pytest.approx((2 / 2.0 + 3 / 100.0) / 5, rel=1e-9)     # mean time per op at k = 1
     at_mean = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"size_spread"})
     assert at_mean.write_s < p.write_s / 2                # the mean size interpolates past most of the notch
+
+
+def test_balance_counts_rounds_on_the_busiest_host():
+    surf = sqrt_envelope(hosts=None)
+    st = write_stage(n=8)                              # 2 hosts x 2 slots: 2 rounds at k = 4 when even
+    even = predict_stage(st, surf, "refined")
+    assert even.rounds == 2 and not any("busiest" in n for n in even.notes)
+    st.tasks_max_per_host = 6                          # 6 tasks on one host, 2 on the other
+    p = predict_stage(st, surf, "refined")
+    assert p.rounds == 3 and p.write_s == pytest.approx(3 * 4 / 20, rel=1e-9)
+    assert "the busiest host ran 6 of 8 tasks, 1.50x an even share" in " ".join(p.notes)
+    assert predict_stage(st, surf, "refined", set(REFINEMENTS) - {"balance"}).rounds == 2
+    from mtcio.predictor.whatif import apply
+    assert apply(st, [("hosts", ("=", 4))]).tasks_max_per_host == 3     # 1.5 x 8/4
