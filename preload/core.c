@@ -22,7 +22,8 @@ int g_argvtrunc;
 struct ofd *g_fdtab[FD_MAX];
 struct frec *g_frecs;          /* FREC_MAX records (lazily backed mmap) */
 uint32_t g_nfrec, g_files_dropped;
-struct fcold *g_cold;          /* FREC_MAX cold parts, parallel to g_frecs (lazily backed mmap) */
+struct fcold *g_cold;          /* 2 * FREC_MAX cold parts, handed out in order of use (lazily backed mmap) */
+uint32_t g_ncold;
 uint32_t *g_bkt;               /* NBUCKETS chain heads: frec index + 1 */
 char *g_paths;
 uint64_t g_paths_used;
@@ -225,10 +226,12 @@ static void atfork_child(void)
         memset(f->c, 0, sizeof f->c);
         memset(f->hr, 0, sizeof f->hr);
         memset(f->hw, 0, sizeof f->hw);
-        f->flags = (uint16_t)((f->flags | FF_INHERITED) & ~(FF_CREATED | FF_COLD));
+        f->flags = (uint16_t)((f->flags | FF_INHERITED) & ~FF_CREATED);
+        f->cold = 0;
     }
     /* cold parts: drop the pages (they read back as zeros) rather than touching every one */
-    syscall(SYS_madvise, g_cold, sizeof(struct fcold) * FREC_MAX, MADV_DONTNEED);
+    syscall(SYS_madvise, g_cold, sizeof(struct fcold) * 2 * FREC_MAX, MADV_DONTNEED);
+    g_ncold = 0;
     g_nops = 0; g_munmaps = 0; g_files_dropped = 0;
     g_exit_status = -1; g_ended_by = 0; g_signal = 0;
     g_flushing = 0;
@@ -343,7 +346,7 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
         g_trace = g_ops != NULL;
     }
     /* the tables share one reservation (pages are backed only when touched): one mapping to make per process */
-    const size_t parts[] = {sizeof(struct frec) * FREC_MAX, sizeof(struct fcold) * FREC_MAX,
+    const size_t parts[] = {sizeof(struct frec) * FREC_MAX, sizeof(struct fcold) * 2 * FREC_MAX,
                             sizeof(uint32_t) * NBUCKETS, PATHS_BYTES, sizeof(struct ofd) * OFD_MAX};
     size_t total = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) total += (parts[i] + 4095) & ~(size_t)4095;

@@ -94,62 +94,118 @@ static uint32_t dir_id(struct dir_mru *m, const char *d, uint32_t len)
     return mru_front(m, m->n < MRU_N ? m->n++ : MRU_N - 1, id, d, len);
 }
 /* FILE record (FORMAT.md): present slots as u32, or u64 when they do not fit; the name relative to a DIR record.
- * Only the slots in use are looked at (a typical file uses 5-15 of the 49): x[k] is set for k in `mask` only. */
+ * Only the slots a file uses are looked at (a typical file uses 5-15 of the 49). */
 static const uint8_t hot_slot[NHOT] = {
     [H_OPENS] = C_OPENS, [H_CREATES] = C_CREATES, [H_CLOSES] = C_CLOSES, [H_READS] = C_READS,
     [H_WRITES] = C_WRITES, [H_BYTES_READ] = C_BYTES_READ, [H_BYTES_WRITTEN] = C_BYTES_WRITTEN,
     [H_STATS] = C_STATS, [H_ERRORS] = C_ERRORS, [H_T_OPEN] = C_T_OPEN, [H_T_READ] = C_T_READ,
     [H_T_WRITE] = C_T_WRITE, [H_T_CLOSE] = C_T_CLOSE, [H_T_META] = C_T_META};
-#define DUR_SLOTS (((1ull << (C_T_META + 1)) - 1) & ~((1ull << C_T_OPEN) - 1))
-/* the size bins of one direction (8-bit low parts) into x[base + b], their bits into the returned mask */
-static uint64_t bins_of(const uint8_t *h, int base, uint64_t *x)
+/* the fast path below writes the hot counters in slot order, which relies on this layout */
+_Static_assert((int)H_OPENS == (int)C_OPENS && (int)H_BYTES_WRITTEN == (int)C_BYTES_WRITTEN && H_BYTES_WRITTEN == 6 && H_STATS == 7 &&
+               H_ERRORS == 8 && H_T_OPEN == 9 && H_T_META == NHOT - 1 && C_T_META - C_T_OPEN == H_T_META - H_T_OPEN &&
+               C_MAX_OFFSET < C_STATS && C_STATS < C_ERRORS && C_ERRORS < C_T_OPEN && C_LAST_CLOSE == C_FIRST_OPEN + 1
+               && C_FIRST_OPEN == C_T_META + 1, "hot counters in slot order");
+_Static_assert(__builtin_offsetof(struct frec, hw) == __builtin_offsetof(struct frec, hr) + NBINS &&
+               __builtin_offsetof(struct frec, hr) + 20 <= sizeof(struct frec) &&
+               __builtin_offsetof(struct frec, c) + 64 <= sizeof(struct frec), "16-byte loads stay in the record");
+/* bit i set when f->c[i] != 0 */
+static inline unsigned hot_nonzero(const struct frec *f)
 {
-    uint64_t m = 0;
-    for (int b = 0; b < NBINS; b++)
-        if (h[b]) { x[base + b] = h[b]; m |= 1ull << (base + b); }
+#ifdef __SSE2__
+    const __m128i z = _mm_setzero_si128();
+    unsigned eq = 0;
+    for (int i = 0; i < 4; i++)                        /* c[12..15]: the last load reads 8 bytes past c, masked off */
+        eq |= (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(
+                  _mm_loadu_si128((const __m128i *)(const void *)(f->c + 4 * i)), z))) << (4 * i);
+    return ~eq & ((1u << NHOT) - 1);
+#else
+    unsigned m = 0;
+    for (int i = 0; i < NHOT; i++) if (f->c[i]) m |= 1u << i;
     return m;
+#endif
+}
+/* bits 0..9: hr[b] != 0; bits 10..19: hw[b] != 0 */
+static inline unsigned bins_nonzero(const struct frec *f)
+{
+#ifdef __SSE2__
+    const __m128i z = _mm_setzero_si128();
+    unsigned a = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)f->hr), z));
+    unsigned b = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(f->hr + 4)), z));
+    return (a & 0x3ffu) | ((b >> 6) & 0x3ffu) << NBINS;   /* the second load holds hr[4..9] then hw[0..9] */
+#else
+    unsigned m = 0;
+    const uint8_t *bins = (const uint8_t *)f + __builtin_offsetof(struct frec, hr);     /* hw follows hr */
+    for (int i = 0; i < 2 * NBINS; i++) if (bins[i]) m |= 1u << i;
+    return m;
+#endif
+}
+/* slot k's value at v: u32, or u64 (bit k in *wide) when it does not fit; bit k in *mask */
+static inline char *put_slot(char *v, int k, uint64_t x, uint64_t *mask, uint64_t *wide)
+{
+    *mask |= 1ull << k;
+    if (x >> 32) { *wide |= 1ull << k; __builtin_memcpy(v, &x, 8); return v + 8; }
+    uint32_t w = (uint32_t)x;
+    __builtin_memcpy(v, &w, 4);
+    return v + 4;
+}
+/* a file with a cold part: every slot gathered first (rare) */
+static char *put_all_slots(const struct frec *f, const struct fcold *cx, char *v, uint64_t start_ns, uint64_t *mask,
+                           uint64_t *wide)
+{
+    uint64_t x[NSLOTS] = {0};
+    for (int k = 0; k < NCOUNTERS; k++) if (g_cmap[k] < 0) x[k] = cx->c[~g_cmap[k]];
+    for (int k = 0; k < NHOT; k++) x[hot_slot[k]] = f->c[k] + cx->c_hi[k];
+    for (int k = 0; k < NBINS; k++) {
+        x[NCOUNTERS + k] = f->hr[k] + cx->hr_hi[k];
+        x[NCOUNTERS + NBINS + k] = f->hw[k] + cx->hw_hi[k];
+    }
+    x[C_MAX_OFFSET] = f->w[W_MAX_OFFSET];
+    for (int k = C_T_OPEN; k <= C_T_META; k++) x[k] = dur_ns(x[k]);
+    for (int k = 0; k < NSLOTS; k++) {
+        if (k == C_FIRST_OPEN || k == C_LAST_CLOSE) {     /* present when set, even if the offset rounds to 0 */
+            uint64_t t = f->w[k == C_FIRST_OPEN ? W_FIRST_OPEN : W_LAST_CLOSE];
+            if (t) { t = tick_ns(t); v = put_slot(v, k, t > start_ns ? t - start_ns : 0, mask, wide); }
+        } else if (x[k]) v = put_slot(v, k, x[k], mask, wide);
+    }
+    return v;
 }
 static void wb_file(const struct frec *f, struct dir_mru *mru, uint64_t start_ns)
 {
-    uint64_t x[NSLOTS], mask = 0;
-    const struct fcold *cx = cold_if(f);
-    if (UNLIKELY(cx)) {                     /* rare: every slot, the cold counters and the carries added */
-        for (int k = 0; k < NSLOTS; k++) x[k] = 0;
-        for (int k = 0; k < NCOUNTERS; k++) if (g_cmap[k] < 0) x[k] = cx->c[~g_cmap[k]];
-        for (int k = 0; k < NHOT; k++) x[hot_slot[k]] = f->c[k] + cx->c_hi[k];
-        for (int k = 0; k < NBINS; k++) {
-            x[NCOUNTERS + k] = f->hr[k] + cx->hr_hi[k];
-            x[NCOUNTERS + NBINS + k] = f->hw[k] + cx->hw_hi[k];
-        }
-        for (int k = 0; k < NSLOTS; k++) if (x[k]) mask |= 1ull << k;
-    } else {
-        for (int k = 0; k < NHOT; k++)
-            if (f->c[k]) { x[hot_slot[k]] = f->c[k]; mask |= 1ull << hot_slot[k]; }
-        mask |= bins_of(f->hr, NCOUNTERS, x) | bins_of(f->hw, NCOUNTERS + NBINS, x);
-    }
-    if (f->w[W_MAX_OFFSET]) { x[C_MAX_OFFSET] = f->w[W_MAX_OFFSET]; mask |= 1ull << C_MAX_OFFSET; }
-    for (uint64_t m = mask & DUR_SLOTS; m; m &= m - 1) {
-        int k = __builtin_ctzll(m);
-        if (!(x[k] = dur_ns(x[k]))) mask &= ~(1ull << k);    /* under 1 ns: absent, as a zero count is */
-    }
-    /* timestamps: present when set, even if the offset from the start rounds to 0 */
-    for (int k = C_FIRST_OPEN; k <= C_LAST_CLOSE; k++) {
-        uint64_t t = f->w[k == C_FIRST_OPEN ? W_FIRST_OPEN : W_LAST_CLOSE];
-        if (t) { t = tick_ns(t); x[k] = t > start_ns ? t - start_ns : 0; mask |= 1ull << k; }
-    }
     const char *path = g_paths + f->path_off;
-    uint32_t plen = f->path_len, slash = plen;
-    while (slash > 0 && path[slash - 1] != '/') slash--;
+    uint32_t plen = f->path_len;
+    const char *last = memrchr(path, '/', plen);
+    uint32_t slash = last ? (uint32_t)(last - path) + 1 : 0;
     uint32_t dir = dir_id(mru, path, slash ? slash - 1 : 0);
     uint32_t nlen = plen - slash;
-    /* at most 32 + 8 * NSLOTS + name + pad bytes, built in place */
-    if (g_wlen + 8 + 32 + 8 * NSLOTS + nlen + 8 > sizeof g_wbuf) wb_flush();
+    /* at most 40 + 8 * NSLOTS + name + 8 bytes of padding, built in place */
+    if (g_wlen + 40 + 8 * NSLOTS + nlen + 8 > sizeof g_wbuf) wb_flush();
     char *r = g_wbuf + g_wlen, *v = r + 40;
-    uint64_t wide = 0;
-    for (uint64_t m = mask; m; m &= m - 1) {
-        int k = __builtin_ctzll(m);
-        if (x[k] >> 32) { wide |= 1ull << k; __builtin_memcpy(v, &x[k], 8); v += 8; }
-        else { uint32_t w = (uint32_t)x[k]; __builtin_memcpy(v, &w, 4); v += 4; }
+    uint64_t mask = 0, wide = 0;
+    const struct fcold *cx = cold_if(f);
+    if (UNLIKELY(cx)) v = put_all_slots(f, cx, v, start_ns, &mask, &wide);
+    else {                                  /* slot order: hot 0-6, max_offset, stats, errors, times, bins */
+        unsigned hm = hot_nonzero(f), bm = bins_nonzero(f);
+        for (unsigned m = hm & 0x7fu; m; m &= m - 1) {
+            int k = __builtin_ctz(m);
+            v = put_slot(v, k, f->c[k], &mask, &wide);
+        }
+        if (f->w[W_MAX_OFFSET]) v = put_slot(v, C_MAX_OFFSET, f->w[W_MAX_OFFSET], &mask, &wide);
+        if (hm & 1u << H_STATS) v = put_slot(v, C_STATS, f->c[H_STATS], &mask, &wide);
+        if (hm & 1u << H_ERRORS) v = put_slot(v, C_ERRORS, f->c[H_ERRORS], &mask, &wide);
+        for (unsigned m = hm >> H_T_OPEN; m; m &= m - 1) {
+            int j = __builtin_ctz(m);
+            uint64_t d = dur_ns(f->c[H_T_OPEN + j]);
+            if (d) v = put_slot(v, C_T_OPEN + j, d, &mask, &wide);     /* under 1 ns: absent, as a zero count */
+        }
+        for (int k = 0; k < 2; k++) {       /* timestamps: present when set, even if the offset rounds to 0 */
+            uint64_t t = f->w[k ? W_LAST_CLOSE : W_FIRST_OPEN];
+            if (t) { t = tick_ns(t); v = put_slot(v, C_FIRST_OPEN + k, t > start_ns ? t - start_ns : 0, &mask, &wide); }
+        }
+        const uint8_t *bins = (const uint8_t *)f + __builtin_offsetof(struct frec, hr);     /* hw follows hr */
+        for (unsigned m = bm; m; m &= m - 1) {
+            int b = __builtin_ctz(m);
+            v = put_slot(v, NCOUNTERS + b, bins[b], &mask, &wide);
+        }
     }
     memcpy(v, path + slash, nlen);
     v += nlen;
@@ -157,7 +213,7 @@ static void wb_file(const struct frec *f, struct dir_mru *mru, uint64_t start_ns
     __builtin_memcpy(v, &zero, 8);          /* padding to 8 bytes (the buffer has room, see above) */
     v = r + ((v - r + 7) & ~(ptrdiff_t)7);
     uint32_t len = (uint32_t)(v - r - 8);
-    uint16_t th[2] = {R_FILE, 0}, fl[2] = {(uint16_t)(f->flags & ~FF_COLD), (uint16_t)nlen};
+    uint16_t th[2] = {R_FILE, 0}, fl[2] = {f->flags, (uint16_t)nlen};
     uint32_t id = (uint32_t)(f - g_frecs);
     uint8_t cn[4] = {NCOUNTERS, NBINS, 0, 0};
     __builtin_memcpy(r, th, 4);

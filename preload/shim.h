@@ -68,18 +68,18 @@
 #define ARGV_MAX_BYTES 32768
 
 /* ---------------------------------------------------------------- state */
-/* A file record is split in two parallel arrays so that the memory a typical file touches stays small (a first-touch
- * page fault costs ~1.5 us in a VM, more than everything else a new file costs): the hot part (128 bytes, g_frecs[i])
- * holds the counters nearly every file uses, as 32-bit counts (times in clock ticks) and 8-bit size bins, plus the
- * three that need 64 bits; the cold part (g_cold[i]) holds the rarely used counters and the carries of the narrow
- * ones (2^32 per wrap of a counter, 256 per wrap of a bin); its page is touched only when one of them is used. */
+/* A file record is split in two so that the memory a typical file touches stays small (a first-touch page fault
+ * costs ~1.5 us in a VM, more than everything else a new file costs): the hot part (128 bytes, g_frecs[i]) holds the
+ * counters nearly every file uses, as 32-bit counts (times in clock ticks) and 8-bit size bins, plus the three that
+ * need 64 bits; the cold part holds the rarely used counters and the carries of the narrow ones (2^32 per wrap of a
+ * counter, 256 per wrap of a bin).  Cold parts are handed out in order of first use (f->cold), so the few files that
+ * need one (a mkdir'd folder, a seek) share pages instead of touching one page each. */
 enum hot_counter {
     H_OPENS, H_CREATES, H_CLOSES, H_READS, H_WRITES, H_BYTES_READ, H_BYTES_WRITTEN, H_STATS, H_ERRORS,
     H_T_OPEN, H_T_READ, H_T_WRITE, H_T_CLOSE, H_T_META, NHOT
 };
 enum wide_counter { W_MAX_OFFSET, W_FIRST_OPEN, W_LAST_CLOSE, NWIDE };
 #define NCOLD (NCOUNTERS - NHOT - NWIDE)
-#define FF_COLD 0x8000u                /* private flag: the cold part was touched (not written to the log) */
 struct frec {
     uint64_t last_end;                /* end offset of the previous read/write (discontinuity check) */
     uint64_t w[NWIDE];                /* timestamps in clock ticks until written out */
@@ -88,7 +88,7 @@ struct frec {
     uint16_t path_len, flags;
     uint32_t c[NHOT];                 /* low 32 bits */
     uint8_t hr[NBINS], hw[NBINS];     /* low 8 bits of the size bins */
-    uint8_t pad_[4];
+    uint32_t cold;                    /* index + 1 of the cold part, 0 = none yet */
 };
 _Static_assert(sizeof(struct frec) == 128, "hot file record is 128 bytes");
 struct fcold {
@@ -136,6 +136,7 @@ extern struct ofd *g_fdtab[FD_MAX];
 extern struct frec *g_frecs;
 extern uint32_t g_nfrec, g_files_dropped;
 extern struct fcold *g_cold;
+extern uint32_t g_ncold;
 extern uint32_t *g_bkt;
 extern char *g_paths;
 extern uint64_t g_paths_used;
@@ -269,14 +270,10 @@ HOT int64_t POS_ADVANCE(int64_t *p, int64_t n)
     if (ST) { int64_t o = *p; *p = o + n; return o; }
     return __atomic_fetch_add(p, n, __ATOMIC_RELAXED);
 }
-static inline struct fcold *cold_of(struct frec *f)
-{
-    if (UNLIKELY(!(f->flags & FF_COLD))) __atomic_fetch_or(&f->flags, (uint16_t)FF_COLD, __ATOMIC_RELAXED);
-    return &g_cold[f - g_frecs];
-}
 static inline const struct fcold *cold_if(const struct frec *f)
 {
-    return f->flags & FF_COLD ? &g_cold[f - g_frecs] : NULL;
+    uint32_t c = __atomic_load_n(&f->cold, __ATOMIC_ACQUIRE);
+    return c ? &g_cold[c - 1] : NULL;
 }
 /* tables.c, out of line (rare): add v to the cold part's 64-bit word `word` (struct fcold as an array of words) */
 void cold_add(struct frec *f, unsigned word, uint64_t v);

@@ -293,6 +293,18 @@ struct ofd *fd_adopt(int fd)
 }
 
 /* the rare paths of the counter helpers (shim.h), kept out of every wrapper */
+/* the cold part of f, handed out at its first use: the next one in order, or if a race between threads used them
+ * all up, the one kept for f in the second half of the pool (g_cold has 2 * FREC_MAX) */
+static struct fcold *cold_of(struct frec *f)
+{
+    uint32_t c = __atomic_load_n(&f->cold, __ATOMIC_ACQUIRE);
+    if (LIKELY(c)) return &g_cold[c - 1];
+    uint32_t i = ST ? g_ncold++ : __atomic_fetch_add(&g_ncold, 1, __ATOMIC_RELAXED);
+    if (i >= FREC_MAX) i = FREC_MAX + (uint32_t)(f - g_frecs);
+    uint32_t none = 0;
+    if (__atomic_compare_exchange_n(&f->cold, &none, i + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return &g_cold[i];
+    return &g_cold[none - 1];          /* another thread gave f one first (the slot taken here stays unused) */
+}
 __attribute__((noinline, cold)) void cold_add(struct frec *f, unsigned word, uint64_t v)
 {
     ADD((uint64_t *)cold_of(f) + word, v);
