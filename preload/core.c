@@ -6,16 +6,17 @@ int g_on;                      /* 1: tracing; 0: pure pass-through */
 pid_t g_pid;
 uint32_t g_origin;
 uint64_t g_parent_start_ns;
-char g_dir[PATH_MAX];
-char g_host[256], g_run[256], g_task[256], g_stage[256], g_cwd[PATH_MAX], g_cwd0[PATH_MAX];
+/* The strings of a traced process live at the start of its memory reservation, packed one after the other (the
+ * working directory, which changes, last, with room for PATH_MAX): a process touches one or two pages for all of
+ * them instead of one page per PATH_MAX-sized array. */
+char *g_dir, *g_host, *g_run, *g_task, *g_stage, *g_cwd, *g_cwd0;
 size_t g_cwd_len;
-char g_incl_raw[4096], g_excl_raw[4096], g_mounts_raw[4096];
+char *g_incl_raw, *g_excl_raw, *g_mounts_raw;
 int g_mounts_given;           /* MTCPROF_GFARM_MOUNTS set: the launcher listed the gfarm2fs mounts */
 const char *g_incl[MAX_PREFIX], *g_excl[MAX_PREFIX + 4];
 size_t g_incl_len[MAX_PREFIX], g_excl_len[MAX_PREFIX + 4];
 int g_nincl, g_nexcl;
-char g_prefix_store[8192];
-char g_argvbuf[ARGV_MAX_BYTES];  /* argv as it was at start: programs may rewrite theirs */
+char *g_argvbuf;              /* argv as it was at start (programs may rewrite theirs), at most ARGV_MAX_BYTES */
 size_t g_argvlen;
 int g_argvtrunc;
 
@@ -25,6 +26,7 @@ uint32_t g_nfrec, g_files_dropped;
 struct fcold *g_cold;          /* 2 * FREC_MAX cold parts, handed out in order of use (lazily backed mmap) */
 uint32_t g_ncold;
 uint32_t *g_bkt;               /* NBUCKETS chain heads: frec index + 1 */
+uint64_t *g_bkt_used;          /* NBUCKETS bits: the chain may be non-empty (tables.c: frec_get) */
 char *g_paths;
 uint64_t g_paths_used;
 struct ofd *g_ofds;            /* ofd pool, index 0 unused */
@@ -294,43 +296,85 @@ static const char *env_or(const char *name, const char *dflt)
     const char *v = getenv(name);
     return v && *v ? v : dflt;
 }
+/* the next string of the packed area: s cut to cap - 1 bytes */
+static char *g_sbump;
+static char *str_keep(const char *s, size_t cap)
+{
+    char *d = g_sbump;
+    s_cpy(d, s, cap);
+    g_sbump += s_len(d) + 1;
+    return d;
+}
+#define PREFIX_STORE 8192
+/* the packed strings (argv, 8 strings of at most PATH_MAX, the prefixes, the working directory) */
+#define STRINGS_BYTES (ARGV_MAX_BYTES + 8 * PATH_MAX + PREFIX_STORE + PATH_MAX + 64)
 
 __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, char **envp)
 {
     (void)envp;
     const char *dir = getenv("MTCPROF_DIR");
     if (!dir || !*dir) return;                  /* not configured: pure pass-through */
-    snapshot_argv(argc, argv);
     int saved = errno;
+    /* one reservation for everything (pages are backed only when touched): the strings, root, exe and log buffer,
+     * then the tables */
+    const size_t parts[] = {STRINGS_BYTES + 2 * PATH_MAX + LOG_BUF_BYTES, sizeof(struct frec) * FREC_MAX,
+                            sizeof(struct fcold) * 2 * FREC_MAX, sizeof(uint32_t) * NBUCKETS, PATHS_BYTES,
+                            sizeof(struct ofd) * OFD_MAX, NBUCKETS / 8};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) total += (parts[i] + 4095) & ~(size_t)4095;
+    char *mem0 = arena(total), *mem = mem0;
+    if (!mem) { warn_once("cannot reserve memory", "", ENOMEM); errno = saved; return; }
+    g_sbump = mem;
+    g_root = mem + STRINGS_BYTES;
+    g_exe = g_root + PATH_MAX;
+    g_wbuf = g_exe + PATH_MAX;
+    mem += (parts[0] + 4095) & ~(size_t)4095;
+    g_frecs = (struct frec *)mem; mem += (parts[1] + 4095) & ~(size_t)4095;
+    g_cold = (struct fcold *)mem; mem += (parts[2] + 4095) & ~(size_t)4095;
+    g_bkt = (uint32_t *)mem; mem += (parts[3] + 4095) & ~(size_t)4095;
+    g_paths = mem; mem += (parts[4] + 4095) & ~(size_t)4095;
+    g_ofds = (struct ofd *)mem; mem += (parts[5] + 4095) & ~(size_t)4095;
+    g_bkt_used = (uint64_t *)mem;
+
+    g_argvbuf = g_sbump;
+    snapshot_argv(argc, argv);
+    g_sbump += g_argvlen;
     err_identity();
     g_pid = (pid_t)syscall(SYS_getpid);
+    g_cwd = g_sbump;                            /* for now: the start directory, kept as g_cwd0 */
     cwd_update();
-    s_cpy(g_cwd0, g_cwd, sizeof g_cwd0);
-    if (dir[0] == '/') s_cpy(g_dir, dir, sizeof g_dir);
-    else if (g_cwd[0] != '/') { warn_once("log folder relative to an unnamed working directory:", dir, ENAMETOOLONG); errno = saved; return; }
-    else { s_cpy(g_dir, g_cwd, sizeof g_dir); size_t l = s_len(g_dir); g_dir[l] = '/'; s_cpy(g_dir + l + 1, dir, sizeof g_dir - l - 1); }
-    norm_inplace(g_dir);
+    g_cwd0 = g_cwd;
+    g_sbump += g_cwd_len + 1;
+    g_dir = g_sbump;
+    if (dir[0] == '/') s_cpy(g_dir, dir, PATH_MAX);
+    else if (g_cwd[0] != '/') { warn_once("log folder relative to an unnamed working directory:", dir, ENAMETOOLONG); goto untraced; }
+    else { s_cpy(g_dir, g_cwd, PATH_MAX); size_t l = s_len(g_dir); g_dir[l] = '/'; s_cpy(g_dir + l + 1, dir, PATH_MAX - l - 1); }
+    g_sbump += norm_inplace(g_dir) + 1;
     int derr = 0;
     const char *problem = log_dir_problem(g_dir, &derr);
-    if (problem) { warn_once(problem, g_dir, derr); errno = saved; return; }
+    if (problem) { warn_once(problem, g_dir, derr); goto untraced; }
 
     const char *h = getenv("MTCPROF_HOST");
-    if (h && *h) s_cpy(g_host, h, sizeof g_host);
-    else { struct utsname u; if (uname(&u) == 0) s_cpy(g_host, u.nodename, sizeof g_host); else s_cpy(g_host, "localhost", sizeof g_host); }
+    if (h && *h) g_host = str_keep(h, 256);
+    else { struct utsname u; g_host = str_keep(uname(&u) == 0 ? u.nodename : "localhost", 256); }
     for (char *c = g_host; *c; c++) if (*c == '/') *c = '_';
-    s_cpy(g_run, env_or("MTCPROF_RUN", ""), sizeof g_run);
-    s_cpy(g_task, env_or("MTCPROF_TASK", ""), sizeof g_task);
-    s_cpy(g_stage, env_or("MTCPROF_STAGE", ""), sizeof g_stage);
-    s_cpy(g_incl_raw, env_or("MTCPROF_INCLUDE", ""), sizeof g_incl_raw);
-    s_cpy(g_excl_raw, env_or("MTCPROF_EXCLUDE", ""), sizeof g_excl_raw);
+    g_run = str_keep(env_or("MTCPROF_RUN", ""), 256);
+    g_task = str_keep(env_or("MTCPROF_TASK", ""), 256);
+    g_stage = str_keep(env_or("MTCPROF_STAGE", ""), 256);
+    g_incl_raw = str_keep(env_or("MTCPROF_INCLUDE", ""), 4096);
+    g_excl_raw = str_keep(env_or("MTCPROF_EXCLUDE", ""), 4096);
     const char *gm = getenv("MTCPROF_GFARM_MOUNTS");
-    if (gm) { g_mounts_given = 1; s_cpy(g_mounts_raw, gm, sizeof g_mounts_raw); }
-    char *store = g_prefix_store, *store_end = g_prefix_store + sizeof g_prefix_store;
+    g_mounts_given = gm != NULL;
+    g_mounts_raw = str_keep(gm ? gm : "", 4096);
+    char *store = g_sbump, *store_end = g_sbump + PREFIX_STORE;
     static const char *dflt[] = {"/proc", "/sys", "/dev"};
     for (int i = 0; i < 3; i++) { g_excl[g_nexcl] = dflt[i]; g_excl_len[g_nexcl++] = s_len(dflt[i]); }
     g_excl[g_nexcl] = g_dir; g_excl_len[g_nexcl++] = s_len(g_dir);
     parse_prefixes(g_excl_raw, g_excl, g_excl_len, &g_nexcl, MAX_PREFIX + 4, &store, store_end);
     parse_prefixes(g_incl_raw, g_incl, g_incl_len, &g_nincl, MAX_PREFIX, &store, store_end);
+    g_sbump = store;
+    g_cwd = g_sbump;                            /* the working directory from now on: room for PATH_MAX */
+    memcpy(g_cwd, g_cwd0, g_cwd_len + 1);
 
     const char *tr = env_or("MTCPROF_TRACE", "");
     if (!strcmp(tr, "ops")) {
@@ -345,22 +389,14 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
         }
         g_trace = g_ops != NULL;
     }
-    /* the tables share one reservation (pages are backed only when touched): one mapping to make per process */
-    const size_t parts[] = {sizeof(struct frec) * FREC_MAX, sizeof(struct fcold) * 2 * FREC_MAX,
-                            sizeof(uint32_t) * NBUCKETS, PATHS_BYTES, sizeof(struct ofd) * OFD_MAX};
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) total += (parts[i] + 4095) & ~(size_t)4095;
-    char *mem = arena(total);
-    if (!mem) { warn_once("cannot reserve memory", "", ENOMEM); errno = saved; return; }
-    g_frecs = (struct frec *)mem; mem += (parts[0] + 4095) & ~(size_t)4095;
-    g_cold = (struct fcold *)mem; mem += (parts[1] + 4095) & ~(size_t)4095;
-    g_bkt = (uint32_t *)mem; mem += (parts[2] + 4095) & ~(size_t)4095;
-    g_paths = mem; mem += (parts[3] + 4095) & ~(size_t)4095;
-    g_ofds = (struct ofd *)mem;
     time_base();
     install_signals();
     pthread_atfork(NULL, NULL, atfork_child);
     __atomic_store_n(&g_on, 1, __ATOMIC_RELEASE);
+    errno = saved;
+    return;
+untraced:
+    syscall(SYS_munmap, mem0, total);
     errno = saved;
 }
 __attribute__((destructor(101))) static void mtc_fini(void)

@@ -2,7 +2,7 @@
 #include "shim.h"
 
 /* ---------------------------------------------------------------- log writer (async-signal-safe) */
-static char g_wbuf[1 << 16];
+char *g_wbuf;                          /* LOG_BUF_BYTES */
 static size_t g_wlen;
 static int g_wfd, g_werr, g_nrec;
 static uint64_t g_wtotal;
@@ -18,11 +18,11 @@ static void wb_put(const void *p, size_t n)
 {
     const char *s = p;
     while (n) {
-        size_t k = sizeof g_wbuf - g_wlen;
+        size_t k = LOG_BUF_BYTES - g_wlen;
         if (k > n) k = n;
         memcpy(g_wbuf + g_wlen, s, k);
         g_wlen += k; s += k; n -= k;
-        if (g_wlen == sizeof g_wbuf) wb_flush();
+        if (g_wlen == LOG_BUF_BYTES) wb_flush();
     }
 }
 static void wb_pad(size_t n)
@@ -178,7 +178,7 @@ static void wb_file(const struct frec *f, struct dir_mru *mru, uint64_t start_ns
     uint32_t dir = dir_id(mru, path, slash ? slash - 1 : 0);
     uint32_t nlen = plen - slash;
     /* at most 40 + 8 * NSLOTS + name + 8 bytes of padding, built in place */
-    if (g_wlen + 40 + 8 * NSLOTS + nlen + 8 > sizeof g_wbuf) wb_flush();
+    if (g_wlen + 40 + 8 * NSLOTS + nlen + 8 > LOG_BUF_BYTES) wb_flush();
     char *r = g_wbuf + g_wlen, *v = r + 40;
     uint64_t mask = 0, wide = 0;
     const struct fcold *cx = cold_if(f);
@@ -274,7 +274,7 @@ void snapshot_argv(int argc, char **argv)
     size_t n = 0;
     for (int i = 0; argv && i < argc && argv[i]; i++) {
         size_t l = s_len(argv[i]) + 1;
-        if (n + l > sizeof g_argvbuf) { g_argvtrunc = 1; break; }
+        if (n + l > ARGV_MAX_BYTES) { g_argvtrunc = 1; break; }
         memcpy(g_argvbuf + n, argv[i], l);
         n += l;
     }
@@ -296,7 +296,7 @@ uint64_t g_dir_dev, g_dir_ino;  /* the log folder checked at start */
 int g_dirfd = -1, g_prefd = -1;
 static uint64_t g_pre_dev, g_pre_ino;
 const char *g_priv_what;        /* first such call, for the warning */
-static char g_exe[PATH_MAX];           /* /proc/self/exe read before a chroot (no /proc inside it, often) */
+char *g_exe;                           /* PATH_MAX: /proc/self/exe read before a chroot (no /proc inside it, often) */
 static long g_exe_len;
 static int g_priv_warned;
 #define HIGH_FD 512                    /* the shim's own fds are moved up here, out of the program's way */
@@ -325,11 +325,11 @@ void log_name(char *out)
     p = u64_str(p, g_real0);
     s_cpy(p, ".mtclog", 8);
 }
-static void join(char *out, const char *dir, const char *pre, const char *name, const char *post)
+static void join(char *out, size_t cap, const char *dir, const char *pre, const char *name, const char *post)
 {
     const char *parts[] = {dir, "/", pre, name, post};
     char *p = out;
-    for (int i = 0; i < 5; i++) { s_cpy(p, parts[i], PATH_MAX + 64 - (size_t)(p - out)); p += s_len(p); }
+    for (int i = 0; i < 5; i++) { s_cpy(p, parts[i], cap - (size_t)(p - out)); p += s_len(p); }
 }
 /* before a chroot or a change of user (what: the call's name); async-signal-safe */
 void priv_prepare(const char *what, int user)
@@ -338,7 +338,7 @@ void priv_prepare(const char *what, int user)
     int saved = errno;
     if (!g_priv_what) g_priv_what = what;
     if (!g_exe_len) {
-        long r = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", g_exe, sizeof g_exe);
+        long r = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", g_exe, PATH_MAX);
         g_exe_len = r > 0 ? r : -1;
     }
     if (g_dirfd < 0) {
@@ -381,11 +381,12 @@ int write_log(uint32_t ended_by)
     (void)real_end;
     uint64_t start_ns = g_real0;
     /* names: <dir>/<host>.<pid>.<start_ns>.mtclog, written as .<same>.tmp then renamed; or in place (g_prefd) */
-    char name[192], fin[PATH_MAX + 64], tmp[PATH_MAX + 64];
+    /* the names are as long as they need (a PATH_MAX buffer each would touch new stack pages at every exit) */
+    size_t dl = s_len(g_dir), cap = dl + 1 + 1 + 192 + 4 + 1;
+    char name[192], fin[cap], tmp[cap];
     log_name(name);
-    join(fin, g_dir, "", name, "");
-    join(tmp, g_dir, ".", name, ".tmp");
-    size_t dl = s_len(g_dir);
+    join(fin, cap, g_dir, "", name, "");
+    join(tmp, cap, g_dir, ".", name, ".tmp");
     int dfd = AT_FDCWD;
     const char *tname = tmp, *fname = fin;
     if (g_dirfd >= 0 && fd_is(g_dirfd, g_dir_dev, g_dir_ino)) { dfd = g_dirfd; tname = tmp + dl + 1; fname = fin + dl + 1; }
@@ -443,9 +444,8 @@ int write_log(uint32_t ended_by)
     if (g_stage[0]) wb_str(S_STAGE, g_stage, s_len(g_stage));
     if (g_exe_len > 0) wb_str(S_EXE, g_exe, (size_t)g_exe_len);
     else {
-        char exe[PATH_MAX];
-        long r = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe);
-        if (r > 0) wb_str(S_EXE, exe, (size_t)r);
+        long r = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", g_exe, PATH_MAX);
+        if (r > 0) wb_str(S_EXE, g_exe, (size_t)r);
     }
     wb_argv();
     wb_str(S_CWD, g_cwd0, s_len(g_cwd0));

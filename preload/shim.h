@@ -120,16 +120,14 @@ extern int g_on;
 extern pid_t g_pid;
 extern uint32_t g_origin;
 extern uint64_t g_parent_start_ns;
-extern char g_dir[PATH_MAX];
-extern char g_host[256], g_run[256], g_task[256], g_stage[256], g_cwd[PATH_MAX], g_cwd0[PATH_MAX];
+extern char *g_dir, *g_host, *g_run, *g_task, *g_stage, *g_cwd, *g_cwd0;   /* packed strings (core.c) */
 extern size_t g_cwd_len;
-extern char g_incl_raw[4096], g_excl_raw[4096], g_mounts_raw[4096];
+extern char *g_incl_raw, *g_excl_raw, *g_mounts_raw;
 extern int g_mounts_given;
 extern const char *g_incl[MAX_PREFIX], *g_excl[MAX_PREFIX + 4];
 extern size_t g_incl_len[MAX_PREFIX], g_excl_len[MAX_PREFIX + 4];
 extern int g_nincl, g_nexcl;
-extern char g_prefix_store[8192];
-extern char g_argvbuf[ARGV_MAX_BYTES];
+extern char *g_argvbuf;
 extern size_t g_argvlen;
 extern int g_argvtrunc;
 extern struct ofd *g_fdtab[FD_MAX];
@@ -138,6 +136,7 @@ extern uint32_t g_nfrec, g_files_dropped;
 extern struct fcold *g_cold;
 extern uint32_t g_ncold;
 extern uint32_t *g_bkt;
+extern uint64_t *g_bkt_used;
 extern char *g_paths;
 extern uint64_t g_paths_used;
 extern struct ofd *g_ofds;
@@ -157,7 +156,7 @@ extern TLS int t_tid;
 
 /* tables.c */
 size_t norm_inplace(char *p);
-extern char g_root[PATH_MAX];
+extern char *g_root;                   /* PATH_MAX bytes */
 extern size_t g_rootlen;
 size_t abs_path(int dirfd, const char *path, char *out);
 void cwd_update(void);
@@ -183,6 +182,8 @@ extern const char *g_priv_what;
 void log_name(char *out);
 void priv_prepare(const char *what, int user);
 int write_log(uint32_t ended_by);
+#define LOG_BUF_BYTES (1 << 16)
+extern char *g_wbuf, *g_exe;            /* LOG_BUF_BYTES and PATH_MAX bytes, in the reservation made at start */
 
 /* core.c: warnings, real symbols, start */
 long sys_write_all(int fd, const void *buf, size_t n);

@@ -80,7 +80,7 @@ static long fd_path(int fd, char *out)
 }
 /* After a chroot the kernel's paths (the program's, getcwd's, /proc/self/fd's) are inside the new root: g_root, the
  * new root as seen from the original one, is put in front of them.  Empty without a chroot. */
-char g_root[PATH_MAX];
+char *g_root;
 size_t g_rootlen;
 /* out (normalised, length n) as seen from the original root; 0 if that does not fit.  Called when g_rootlen > 0. */
 static size_t add_root(char *out, size_t n)
@@ -129,7 +129,7 @@ size_t abs_path(int dirfd, const char *path, char *out)
  * stand-in "?cwd=<st_dev>:<st_ino>" (FORMAT.md) */
 void cwd_update(void)
 {
-    long r = syscall(SYS_getcwd, g_cwd, sizeof g_cwd);
+    long r = syscall(SYS_getcwd, g_cwd, PATH_MAX);
     if (r < 0 || g_cwd[0] != '/') {
         struct stat st;
         char *p = g_cwd;
@@ -164,19 +164,34 @@ static struct frec *chain_find(uint32_t v, uint32_t stop, const char *p, size_t 
     return NULL;
 }
 /* find or create the record of an absolute normalised path; lock-free (records are pushed on the head of their
- * hash chain with a CAS; a record is fully written before it is published and never unlinked) */
+ * hash chain with a CAS; a record is fully written before it is published and never unlinked).
+ * A bucket read is a cache miss nearly every time (the buckets are 64 KiB, read at random, between system calls
+ * that sweep the caches): a 2 KiB bitmap says which chains may be non-empty, so that a new path in an empty
+ * bucket (most of them) is only a store there, and while the process has one thread the last record found or made
+ * is checked first (a stat then an open of the same path is the common pair). */
+static struct frec *g_last;            /* single-threaded only */
+static inline struct frec *found(struct frec *f, uint32_t flags)
+{
+    if ((f->flags & flags) != flags) __atomic_fetch_or(&f->flags, flags, __ATOMIC_RELAXED);
+    return f;
+}
 struct frec *frec_get(const char *p, size_t pl, uint32_t flags)
 {
     uint32_t h = hash_path(p, pl);
-    uint32_t *bkt = &g_bkt[h & (NBUCKETS - 1)];
-    uint32_t head = __atomic_load_n(bkt, __ATOMIC_ACQUIRE);
-    struct frec *f = chain_find(head, 0, p, pl, h);
-    if (f) {
-        if ((f->flags & flags) != flags) __atomic_fetch_or(&f->flags, flags, __ATOMIC_RELAXED);
-        return f;
+    int st = ST;
+    struct frec *f = g_last;
+    if (st && f && f->hash == h && f->path_len == pl && !memcmp(g_paths + f->path_off, p, pl)) return found(f, flags);
+    uint32_t b = h & (NBUCKETS - 1), *bkt = &g_bkt[b];
+    uint64_t *used = &g_bkt_used[b >> 6], bit = 1ull << (b & 63);
+    uint32_t head = 0;
+    if (!st || (*used & bit)) {
+        head = __atomic_load_n(bkt, __ATOMIC_ACQUIRE);
+        if ((f = chain_find(head, 0, p, pl, h))) {
+            if (st) g_last = f;
+            return found(f, flags);
+        }
     }
     /* new record */
-    int st = ST;
     uint32_t idx = st ? g_nfrec++ : __atomic_fetch_add(&g_nfrec, 1, __ATOMIC_RELAXED);
     uint64_t po = st ? (g_paths_used += pl + 1) - (pl + 1) : __atomic_fetch_add(&g_paths_used, pl + 1, __ATOMIC_RELAXED);
     if (idx >= FREC_MAX || po + pl + 1 > PATHS_BYTES) {
@@ -187,7 +202,13 @@ struct frec *frec_get(const char *p, size_t pl, uint32_t flags)
     f = &g_frecs[idx];
     memcpy(g_paths + po, p, pl + 1);
     f->flags = (uint16_t)flags; f->path_len = (uint16_t)pl; f->hash = h; f->path_off = (uint32_t)po;
-    if (st) { f->next = head; __atomic_store_n(bkt, idx + 1, __ATOMIC_RELEASE); return f; }
+    if (st) {
+        f->next = head;
+        *used |= bit;
+        __atomic_store_n(bkt, idx + 1, __ATOMIC_RELEASE);
+        return g_last = f;
+    }
+    __atomic_fetch_or(used, bit, __ATOMIC_RELEASE);      /* set before the chain can become non-empty */
     for (;;) {
         f->next = head;
         if (__atomic_compare_exchange_n(bkt, &head, idx + 1, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) return f;
@@ -196,8 +217,7 @@ struct frec *frec_get(const char *p, size_t pl, uint32_t flags)
         if (g) {
             /* lost the race: our record stays unused (no counters, never written) */
             f->path_len = 0; f->hash = 0;
-            if ((g->flags & flags) != flags) __atomic_fetch_or(&g->flags, flags, __ATOMIC_RELAXED);
-            return g;
+            return found(g, flags);
         }
     }
 }
