@@ -34,10 +34,13 @@ def _f(x):
 QUANTILES = (0.1, 0.3, 0.5, 0.7, 0.9)
 
 
-def _quantiles(values) -> list | None:
-    """File sizes at equal-weight points of their distribution: envelopes are not smooth in size (gfarm2fs:
-    ~45 ms per op from 16 KiB to 64/128 KiB, ~2 ms either side), so a mean size can land on the wrong side."""
-    v = np.asarray(list(values), dtype=float)
+def _op_sizes(df, nbytes: str):
+    """Bytes one op moves (a task's bytes on one file, at most the file's size: a re-read of a cached part
+    moves nothing new) at equal-weight points of their distribution. Envelopes are not smooth in size
+    (gfarm2fs: ~45 ms per op from 16 KiB to 64/128 KiB, ~2 ms either side), so a mean can land on the wrong side."""
+    if not len(df):
+        return None
+    v = np.minimum(df[nbytes].to_numpy(dtype=float), df["size"].fillna(np.inf).to_numpy(dtype=float))
     v = v[~np.isnan(v)]
     return [_num(x) for x in np.quantile(v, QUANTILES)] if len(v) else None
 
@@ -106,16 +109,16 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                     alpha_files=_f(st["alpha_files"]),
                     reread_factor=_f(one["bytes_read"].sum() / one["size"].sum()) if len(one) and
                     one["size"].sum() > 0 else None, bytes_per_call=_per_call(one, "bytes_read", "reads"),
-                    size_quantiles=_quantiles(one.drop_duplicates("key")["size"]))
+                    op_size_quantiles=_op_sizes(one, "bytes_read"))
         sh = Shared(files=int(shared["key"].nunique()), bytes=int(st["shared_size"]),
                     bytes_read_per_task=_num(per(shared, "bytes_read").mean()), alpha=_f(st["alpha_shared"]),
                     files_per_task=_num(cnt(shared).mean()) if len(shared) else None,
                     bytes_per_call=_per_call(shared, "bytes_read", "reads"),
-                    size_quantiles=_quantiles(shared.drop_duplicates("key")["size"]))
+                    op_size_quantiles=_op_sizes(shared, "bytes_read"))
         wr = Write(bytes_per_task=_dist(per(w, "bytes_written")), files_per_task=_num(cnt(w).mean()),
                    file_size=_dist(w.drop_duplicates("key")["size"]), local_fraction=_f(st["write_local"]),
                    bytes_per_call=_per_call(w, "bytes_written", "writes"),
-                   size_quantiles=_quantiles(w.drop_duplicates("key")["size"]))
+                   op_size_quantiles=_op_sizes(w, "bytes_written"))
         md = Metadata(ops_per_task=_num(st["meta_ops"] / n), creates_per_task=_num(st["creates"] / n),
                       opens_per_task=_num(st["opens"] / n), stats_per_task=_num(st["stats"] / n))
         ms = Measured(span_s=_f(st["span_s"]), io_s_mean=_f(st["io_s_mean"]), io_s_max=_f(st["io_s_max"]),

@@ -28,7 +28,8 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           alpha_files: FLOAT in [0,1]?       # same, by task-file pairs
           reread_factor: FLOAT?              # bytes read / file size over task-file pairs (1 = read once)
           bytes_per_call: FLOAT?             # mean bytes per read call on these files
-          size_quantiles: [FLOAT, ..]?       # file sizes at the 10/30/50/70/90th percentiles (equal-weight points)
+          op_size_quantiles: [FLOAT, ..]?    # bytes per op (task x file, at most the file) at the 10/30/50/70/90th
+                                             # percentiles: equal-weight points of their distribution
         shared:                        # N-to-1 reads (file read by >= 2 tasks of the stage)
           files: INT                         # count of shared files
           bytes: INT                         # D_N: summed size of the shared files
@@ -36,14 +37,14 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           alpha: FLOAT in [0,1]?
           files_per_task: FLOAT?             # mean shared files read per task (null: bytes_read_per_task / mean size)
           bytes_per_call: FLOAT?             # mean bytes per read call on these files
-          size_quantiles: [FLOAT, ..]?
+          op_size_quantiles: [FLOAT, ..]?
         write:
           bytes_per_task: {min, mean, max}   # D of the write formulas
           files_per_task: FLOAT
           file_size: {min, mean, max}?
           local_fraction: FLOAT in [0,1]?    # written bytes that landed on the writer's host
           bytes_per_call: FLOAT?             # mean bytes per write call
-          size_quantiles: [FLOAT, ..]?
+          op_size_quantiles: [FLOAT, ..]?
         metadata:
           ops_per_task: FLOAT                # opens + stats + unlinks + renames + mkdirs + rmdirs + truncates
           creates_per_task: FLOAT
@@ -104,7 +105,7 @@ class Read:
     alpha_files: float | None = None
     reread_factor: float | None = None
     bytes_per_call: float | None = None
-    size_quantiles: list | None = None
+    op_size_quantiles: list | None = None
 
 
 @dataclass
@@ -115,7 +116,7 @@ class Shared:
     alpha: float | None = None
     files_per_task: float | None = None
     bytes_per_call: float | None = None
-    size_quantiles: list | None = None
+    op_size_quantiles: list | None = None
 
 
 @dataclass
@@ -125,7 +126,7 @@ class Write:
     file_size: Dist | None = None
     local_fraction: float | None = None
     bytes_per_call: float | None = None
-    size_quantiles: list | None = None
+    op_size_quantiles: list | None = None
 
 
 @dataclass

@@ -164,15 +164,15 @@ def _call_sizes(stage) -> dict:
 
 
 def _size_points(stage, size) -> dict:
-    """term -> op sizes at the equal-weight points of the stage's file-size distribution (the model's
-    size_quantiles), scaled so that their mean is the op size charged; terms without quantiles are left out."""
-    q = {"read_local": stage.read.size_quantiles, "read_remote": stage.read.size_quantiles,
-         "read_shared": stage.shared.size_quantiles, "write": stage.write.size_quantiles}
+    """term -> (op sizes at the equal-weight points of their distribution (the model's op_size_quantiles), the
+    op size charged over their mean: an op's time at its own size, times that ratio for re-reads and the like);
+    terms without quantiles are left out."""
+    q = {"read_local": stage.read.op_size_quantiles, "read_remote": stage.read.op_size_quantiles,
+         "read_shared": stage.shared.op_size_quantiles, "write": stage.write.op_size_quantiles}
     out = {}
     for t, pts in q.items():
         if t in size and pts and sum(pts) > 0 and len(pts) > 1:
-            scale = size[t] / (sum(pts) / len(pts))
-            out[t] = [max(1.0, x * scale) for x in pts]
+            out[t] = ([max(1.0, x) for x in pts], size[t] / (sum(pts) / len(pts)))
     return out
 
 
@@ -299,8 +299,8 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                 out[t] = env.get("Tm", 0, kk)
             elif "size_lookup" in on and spread.get(t):
                 # the op rate over the stage's size distribution: mean time per op at its equal-weight sizes
-                pts = spread[t]
-                out[t] = len(pts) / sum(1.0 / envs[t].get(m, x, kk) for x in pts)
+                pts, scale = spread[t]
+                out[t] = len(pts) / sum(1.0 / envs[t].get(m, x, kk) for x in pts) / scale
             elif "size_lookup" in on:
                 out[t] = envs[t].get(m, size[t], kk)
             else:

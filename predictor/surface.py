@@ -9,7 +9,8 @@ the stage's own when measured, else the nearest one (the lookup then says so).
 
 - measured: exactly at a grid point (mean over ok repeats);
 - interpolated: bilinear in log(size) x log(k) of log(value): exact at grid points and monotone
-  between neighbours along each axis;
+  between neighbours along each axis; except across a step in size (the op rate changing by more than 3x
+  beyond what the roofline's slopes explain), where sizes below the larger point keep the smaller one's op rate;
 - clamped: a throughput (T*) below the smallest measured size is taken at that size: an operation on a
   tiny file costs its open/close, it is metadata-bound and no cheaper than the smallest one measured
   (bandwidth then follows as T x size);
@@ -187,8 +188,15 @@ class EnvelopeSurface:
         fx = 0.0 if s0 == s1 else (math.log(size) - math.log(s0)) / (math.log(s1) - math.log(s0))
         fy = 0.0 if k0 == k1 else (math.log(k) - math.log(k0)) / (math.log(k1) - math.log(k0))
         lv = lambda s, kk: math.log(means[(s, kk)])  # noqa: E731
-        a = lv(s0, k0) * (1 - fx) + lv(s1, k0) * fx
-        b = lv(s0, k1) * (1 - fx) + lv(s1, k1) * fx
+        bw = key[0] in THROUGHPUT_OF
+        ls0, ls1, lx = (math.log(max(x, 1)) for x in (s0, s1, size))
+
+        def along_size(kk):
+            v0, v1 = lv(s0, kk), lv(s1, kk)
+            if s0 != s1 and size < s1 and _is_step(v1 - v0 - (ls1 - ls0 if bw else 0.0), ls1 - ls0):
+                return v0 + (lx - ls0 if bw else 0.0)     # below a step: the op rate of the smaller size
+            return v0 * (1 - fx) + v1 * fx
+        a, b = along_size(k0), along_size(k1)
         return math.exp(a * (1 - fy) + b * fy)
 
     def _regression(self, key):
@@ -209,6 +217,18 @@ class EnvelopeSurface:
             mu, sd = self._regression(key).predict(x, return_std=True)
             post = memo[(size, k)] = (float(mu[0]), float(sd[0]))
         return self._rng.gauss(*post) if (draw and self._rng is not None) else post[0]
+
+
+STEP = math.log(3.0)
+
+
+def _is_step(d_log_t, d_log_size):
+    """Whether the op rate changes between two neighbouring sizes by more than any slope explains: rising by
+    over 3x, or falling by over 3x more than the size grew (flat op rate to flat bandwidth is the roofline's
+    whole range). Such a change is a threshold (a buffer or message size), not a slope: sizes between the two
+    take the smaller size's op rate, the threshold being at the larger one (gfarm2fs on the testbed: ~600 ops/s
+    at 12 KiB, 22 at 16 KiB; 22 at 48 KiB, 450 at 64 KiB; a 15.7 KB read costs what 12 KiB costs)."""
+    return (d_log_t > STEP) | (d_log_t < -(d_log_size + STEP))
 
 
 def _snap(x, xs):
@@ -323,8 +343,16 @@ def _grid_values(surface, metric, sizes, ks, h, clamp_small):
     J, I = np.meshgrid(j, i, indexing="ij")
     J1, I1 = np.meshgrid(j1, i1, indexing="ij")
     FY, FX = np.meshgrid(fy, fx, indexing="ij")
-    a = M[J, I] * (1 - FX) + M[J, I1] * FX
-    b = M[J1, I] * (1 - FX) + M[J1, I1] * FX
+    bw = metric in THROUGHPUT_OF
+    LS, LS1 = ls[I], ls[I1]
+    X = np.broadcast_to(x[None, :], FX.shape)
+
+    def along_size(JJ):
+        v0, v1 = M[JJ, I], M[JJ, I1]
+        with np.errstate(invalid="ignore"):
+            step = _is_step(v1 - v0 - ((LS1 - LS) if bw else 0.0), LS1 - LS) & (X < LS1) & (I1 != I)
+        return np.where(step, v0 + ((X - LS) if bw else 0.0), v0 * (1 - FX) + v1 * FX)
+    a, b = along_size(J), along_size(J1)
     out = a * (1 - FY) + b * FY
     # out holds the grid's value at the clamped concurrency (edge); beyond it, the regression's trend
     hole = ~np.isfinite(out)

@@ -94,7 +94,8 @@ def _scale_sizes(s, v, absolute):
     scale(s.write.bytes_per_task, s.write.files_per_task or 1)
     scale(s.write.file_size)
     for part in (s.read, s.shared, s.write):   # a spread of sizes is kept when scaled, gone when one size is given
-        part.size_quantiles = None if absolute or not part.size_quantiles else [x * v for x in part.size_quantiles]
+        q = part.op_size_quantiles
+        part.op_size_quantiles = None if absolute or not q else [x * v for x in q]
     if not absolute:
         s.shared.bytes = int(s.shared.bytes * v)
         s.shared.bytes_read_per_task *= v

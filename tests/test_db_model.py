@@ -41,7 +41,7 @@ def test_model_values(wf_yaml):
     assert s1.read.reread_factor == 2.0 and s1.read.files_per_task == 0.5
     assert (s1.shared.files, s1.shared.bytes, s1.shared.bytes_read_per_task) == (1, 5000, 7500)
     assert s1.shared.files_per_task == 1 and s2.shared.files_per_task is None
-    assert s1.shared.size_quantiles == [5000] * 5 and s2.write.size_quantiles == [5012] * 5
+    assert s1.shared.op_size_quantiles == [5000] * 5 and s2.write.op_size_quantiles == [5012] * 5
     assert s1.read.alpha is None                      # no Gfarm: locality unknown
     assert s1.write.bytes_per_task.max == 5000 and s1.metadata.creates_per_task == 1.5
     assert (s2.tasks, s2.read.bytes_per_task.mean, s2.shared.files, s2.write.bytes_per_task.mean) == (1, 5012, 0, 5012)
@@ -58,9 +58,9 @@ def test_model_values(wf_yaml):
     (("stages", 1, "read", "alpha"), 1.5, r"stages\[1\].read.alpha: must be <= 1"),
     (("stages", 0, "read", "bytes_per_task"), {"min": 5, "mean": 1, "max": 9}, r"stages\[0\].read.bytes_per_task: needs min <= mean"),
     (("stages", 0, "shared", "bytes"), "lots", r"stages\[0\].shared.bytes: must be a number"),
-    (("stages", 0, "write", "size_quantiles"), [5, 3], r"stages\[0\].write.size_quantiles: must be in increasing"),
-    (("stages", 0, "write", "size_quantiles"), [5, "x"], r"stages\[0\].write.size_quantiles\[1\]: must be a num"),
-    (("stages", 0, "write", "size_quantiles"), 5, r"stages\[0\].write.size_quantiles: must be a non-empty list"),
+    (("stages", 0, "write", "op_size_quantiles"), [5, 3], r"stages\[0\].write.op_size_quantiles: must be in increasing"),
+    (("stages", 0, "write", "op_size_quantiles"), [5, "x"], r"stages\[0\].write.op_size_quantiles\[1\]: must be a num"),
+    (("stages", 0, "write", "op_size_quantiles"), 5, r"stages\[0\].write.op_size_quantiles: must be a non-empty list"),
     (("stages", 0, "wirte"), {}, r"stages\[0\].wirte: unknown field"),
     (("mtcio_workflow",), 7, r"mtcio_workflow: schema version 7 not supported"),
 ])

@@ -297,12 +297,34 @@ def test_size_spread_averages_op_time_over_the_size_distribution():
     mean = sum(q) / 5
     st = Stage(name="w", tasks=1, hosts=1, procs_per_host=1,
                write=Write(bytes_per_task=Dist(mean, mean, mean), files_per_task=1,
-                           file_size=Dist(16 * KiB, mean, 64 * KiB), size_quantiles=q),
+                           file_size=Dist(16 * KiB, mean, 64 * KiB), op_size_quantiles=q),
                metadata=Metadata(ops_per_task=1, creates_per_task=1))
     p = predict_stage(st, surf, "refined")
     assert p.write_s == pytest.approx((2 / 2.0 + 3 / 100.0) / 5, rel=1e-9)     # mean time per op at k = 1
     at_mean = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"size_spread"})
-    assert at_mean.write_s < p.write_s / 2                # the mean size interpolates past most of the notch
+    assert at_mean.write_s == pytest.approx(1 / 2.0, rel=1e-9)   # 44.8 KiB: below the step at 64 KiB, 16 KiB's rate
+
+
+def test_steps_in_size_hold_the_smaller_sizes_op_rate():
+    """A jump of more than 3x beyond the roofline's slopes is a threshold at the larger size."""
+    pts = []
+    for ppn in (1, 2):
+        T = {4 * KiB: 600.0, 12 * KiB: 580.0, 16 * KiB: 22.0, 48 * KiB: 21.0, 64 * KiB: 450.0, MiB: 100.0,
+             4 * MiB: 25.0}
+        pts += _pts("T1L", T, 1, ppn) + _pts("B1L", {s: v * s for s, v in T.items()}, 1, ppn)
+    surf = EnvelopeSurface().fit(pts)
+    v = lambda m, s: surf.value(m, s, 1, 1).value  # noqa: E731
+    assert v("T1L", 15752) == pytest.approx(580.0)                 # below the step at 16 KiB
+    assert v("T1L", 16 * KiB) == pytest.approx(22.0)
+    assert v("T1L", 60 * KiB) == pytest.approx(21.0)               # still in the notch until 64 KiB
+    assert v("B1L", 60 * KiB) == pytest.approx(21.0 * 60 * KiB)    # bandwidth follows the held op rate
+    f = math.log(2) / math.log(3)                                  # 8 KiB between 4 and 12 KiB, in log size
+    assert v("T1L", 8 * KiB) == pytest.approx(math.exp(math.log(600) * (1 - f) + math.log(580) * f))
+    # 1 MiB -> 4 MiB: op rate / 4 is bandwidth-bound, the roofline's own slope: interpolated, not held
+    assert v("T1L", 2 * MiB) == pytest.approx(50.0)
+    sizes = [15752, 16 * KiB, 60 * KiB, 8 * KiB, 2 * MiB]
+    for m in ("T1L", "B1L"):
+        assert list(grid_values(surf, m, sizes, [1.0], 1)[0]) == pytest.approx([v(m, x) for x in sizes])
 
 
 def test_balance_counts_rounds_on_the_busiest_host():

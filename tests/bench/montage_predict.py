@@ -2,8 +2,10 @@
 
 On a 4-host testbed: quick envelope sweeps (one file per process, one per --block: the envelope's bytes per
 call), then for tiles x hosts the Montage workflow traced under Rake with the plugin and placement (2 slots per
-host), `mtcprof model` of the run, and `mtcpredict --validate` on it with every envelope (faithful, refined and,
-once two runs are validated, calibrated: a ridge fit on the other runs only).
+host), each configuration --repeat times; `mtcprof model` of every run, and `mtcpredict --validate` of each run
+from the model of another run of its configuration, with every envelope (faithful, refined and, once two runs are
+validated, calibrated: a ridge fit on the runs validated before it only). The spread of the configuration's runs
+is printed beside every error.
 Per stage: measured I/O time, predicted, error %; then median and p90 of |error| over every stage of every
 run, per variant, for all stages and for the stages whose measured I/O time is >= 50 ms, and the whole
 workflow's I/O time (sum over stages) error per run.
@@ -15,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -43,7 +46,8 @@ def p90(xs):
 
 
 def measure_and_run(a, work, db, tiles, hostcounts, w, h):
-    """One testbed session: the envelope(s), then every Montage run with its workflow model; returns the runs."""
+    """One testbed session: the envelope(s), then every Montage run (each configuration --repeat times, in
+    turn) with its workflow model; returns the runs."""
     runs = []
     with bench.testbed_session(4) as bed:
         for blk in a.block.split(","):
@@ -55,44 +59,62 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
         for k in tiles:
             src = os.path.join(work, f"src{k}")
             pairs = prepare.prepare(src, "demo", tiles=k, width=w, height=h)
-            for c in hostcounts:
-                run = f"m{k}x{c}"
-                wall = bench.run_once(bed, src, bed.hosts[:c], run=run, db=db)
-                sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", run, "-o",
-                   os.path.join(work, f"{run}.yaml"))
-                runs.append({"run": run, "tiles": k, "overlaps": len(pairs), "hosts": c, "wall": wall})
-                print(f"run {run}: wall {wall:.1f} s", flush=True)
+            for rep in range(1, a.repeat + 1):
+                for c in hostcounts:
+                    run = f"m{k}x{c}r{rep}"
+                    wall = bench.run_once(bed, src, bed.hosts[:c], run=run, db=db)
+                    runs.append({"run": run, "config": f"m{k}x{c}", "tiles": k, "overlaps": len(pairs), "hosts": c,
+                                 "wall": wall})
+                    print(f"run {run}: wall {wall:.1f} s", flush=True)
     with open(os.path.join(work, "runs.json"), "w") as f:
         json.dump({"runs": runs, "size": f"{w}x{h}", "blocks": a.block.split(",")}, f)
     return runs
 
 
+def models(db, work, runs):
+    for r in runs:        # the workflow model of every run, by today's `mtcprof model`
+        sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", r["run"], "-o",
+           os.path.join(work, f"{r['run']}.yaml"))
+
+
 def predict_all(a, work, db, runs, w, h):
+    """Each run predicted from the workflow model of ANOTHER run of its configuration (leave-one-run-out:
+    sizes, α, I/O concurrency and balance never come from the trace scored), validated against its own trace;
+    the spread of the configuration's runs, (max - min) / mean of the measured stage time, printed beside."""
     errs = {}          # variant -> [(|err|, measured_s)]
+    noise = []
     whole = []
     validated = []
     envs = (a.envelope or ",".join(f"env-{b}" for b in a.block.split(","))).split(",")
+    with sqlite3.connect(db) as conn:   # calibration learns only from the runs validated before, in this pass
+        conn.execute("DELETE FROM validations")
+        conn.execute("DELETE FROM predictions")
+    by_config = {}
+    for r in runs:
+        by_config.setdefault(r.get("config", r["run"]), []).append(r)
     for r0 in runs:
         run = r0["run"]
-        args = [os.path.join(BIN, "mtcpredict"), os.path.join(work, f"{run}.yaml"),
-                *[x for e in envs for x in ("--envelope", f"{db}:{e}")], "--validate", f"{db}:{run}", "--json",
-                "--bootstrap", "0", *a.predict_args]
-        if len(validated) >= 2:
-            args.append("--calibrate")
-        res = json.loads(sh(*args))
+        group = by_config[r0.get("config", run)]
+        src = next((r for r in group if r["run"] != run), r0)     # the other run's model (itself if alone)
+        res = predict(db, work, src["run"], run, envs, a.predict_args, calibrate=len(validated) >= 2)
         validated.append(run)
-        print(f"\n== {r0['tiles']} tiles ({w}x{h}), {r0['overlaps']} overlaps, {r0['hosts']} hosts x 2 slots: "
-              f"wall {r0['wall']:.1f} s; envelopes {', '.join(envs)}", flush=True)
-        print(f"{'stage':<12}{'N':>5}{'measured s':>11}" + "".join(
+        spread = stage_spread(db, work, [r["run"] for r in group]) if len(group) > 1 else {}
+        print(f"\n== {r0['tiles']} tiles ({w}x{h}), {r0['overlaps']} overlaps, {r0['hosts']} hosts x 2 slots: run "
+              f"{run}, wall {r0['wall']:.1f} s; model of {src['run']}; envelopes {', '.join(envs)}", flush=True)
+        print(f"{'stage':<12}{'N':>5}{'measured s':>11}{'spread %':>9}" + "".join(
             f"{v + ' s':>14}{'err %':>8}" for v in ("faithful", "refined", "calibrated")))
         rows = {}
         for r in res["predictions"]:
             rows.setdefault(r["stage"], {})[r["variant"]] = r
         tot = {}
         for stage, vs in rows.items():
-            meas = next(iter(vs.values())).get("measured_s")
+            meas = res["measured"].get(stage, {}).get("measured_s")
             n = res["measured"].get(stage, {}).get("tasks", "")
-            line = f"{stage:<12}{n!s:>5}{meas if meas is not None else float('nan'):>11.3f}"
+            sp = spread.get(stage)
+            if sp is not None:
+                noise.append(sp)
+            line = (f"{stage:<12}{n!s:>5}{meas if meas is not None else float('nan'):>11.3f}"
+                    f"{(f'{sp:.0f}' if sp is not None else '-'):>9}")
             for v in ("faithful", "refined", "calibrated"):
                 r = vs.get(v)
                 if r is None:
@@ -117,11 +139,36 @@ def predict_all(a, work, db, runs, w, h):
         print(f"Median |error| {v:<10}: {statistics.median(all_e):6.1f} % (p90 {p90(all_e):6.1f} %, "
               f"{len(all_e)} stages); stages >= 50 ms: median {statistics.median(big) if big else float('nan'):.1f} %"
               f" p90 {p90(big):.1f} % ({len(big)})")
+    if noise:
+        print(f"spread of a stage's measured I/O time over the runs of its configuration, (max-min)/mean: "
+              f"median {statistics.median(noise):.1f} %, p90 {p90(noise):.1f} % ({len(noise)} stage-runs)")
     for v in ("faithful", "refined", "calibrated"):
         ws = [abs(e) for run, vv, e, _ in whole if vv == v]
         if ws:
             print(f"whole-workflow I/O time |error| {v:<10}: median {statistics.median(ws):.1f} %, "
                   f"max {max(ws):.1f} % ({len(ws)} runs)")
+
+
+def predict(db, work, model_run, run, envs, extra, calibrate):
+    args = [os.path.join(BIN, "mtcpredict"), os.path.join(work, f"{model_run}.yaml"),
+            *[x for e in envs for x in ("--envelope", f"{db}:{e}")], "--validate", f"{db}:{run}", "--json",
+            "--bootstrap", "0", *extra]
+    return json.loads(sh(*args, *(["--calibrate"] if calibrate else [])))
+
+
+def stage_spread(db, work, runs):
+    """stage -> (max - min) / mean of its measured I/O time over these runs, in % (as `mtcpredict --validate
+    DB:R1,R2` measures it, with each run's own slots per host)."""
+    from mtcio.db.workflow_model import load
+    from mtcio.predictor import measured
+    vals = {}
+    for r in runs:
+        slots = {st.name: (st.procs_per_host or 1) for st in load(os.path.join(work, f"{r}.yaml")).stages}
+        for st, m in measured.measure(db, r, "auto", slots).items():
+            if st != "_run":
+                vals.setdefault(st, []).append(m["measured_s"])
+    return {st: 100 * (max(v) - min(v)) / (sum(v) / len(v)) for st, v in vals.items()
+            if len(v) == len(runs) and sum(v) > 0}
 
 
 def main():
@@ -134,6 +181,9 @@ def main():
                     help="bytes per call of the envelope's ops, one envelope each (default 1m,2880: mtcenvelope's "
                          "default and Montage's FITS blocks); every one is given to mtcpredict, the first as the "
                          "main one, and its call_size refinement picks per stage")
+    ap.add_argument("--repeat", type=int, default=2,
+                    help="runs of each configuration (default 2): each is predicted from another's workflow model "
+                         "and the spread between them is printed beside every error")
     ap.add_argument("--ops-per-proc", type=int, default=1,
                     help="files per process of the envelope's ops (default 1: an MTC task opens few files)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
@@ -149,9 +199,7 @@ def main():
             kept = json.load(f)
         w, h = (int(x) for x in kept["size"].split("x"))
         db = os.path.join(work, "bench.db")
-        for r in kept["runs"]:        # the workflow models again, by today's `mtcprof model`
-            sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", r["run"], "-o",
-               os.path.join(work, f"{r['run']}.yaml"))
+        models(db, work, kept["runs"])
         predict_all(a, work, db, kept["runs"], w, h)
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
         return
@@ -164,6 +212,7 @@ def main():
     db = os.path.join(work, "bench.db")
     try:
         runs = measure_and_run(a, work, db, tiles, hostcounts, w, h)
+        models(db, work, runs)
         predict_all(a, work, db, runs, w, h)
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
     finally:
