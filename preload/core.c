@@ -20,7 +20,7 @@ char *g_argvbuf;              /* argv as it was at start (programs may rewrite t
 size_t g_argvlen;
 int g_argvtrunc;
 
-struct ofd *g_fdtab[FD_MAX];
+struct ofd **g_fdtab;          /* FD_MAX entries, in the reservation (tracing only) */
 struct frec *g_frecs;          /* FREC_MAX records (lazily backed mmap) */
 uint32_t g_nfrec, g_files_dropped;
 struct fcold *g_cold;          /* 2 * FREC_MAX cold parts, handed out in order of use (lazily backed mmap) */
@@ -319,7 +319,7 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
      * then the tables */
     const size_t parts[] = {STRINGS_BYTES + 2 * PATH_MAX + LOG_BUF_BYTES, sizeof(struct frec) * FREC_MAX,
                             sizeof(struct fcold) * 2 * FREC_MAX, sizeof(uint32_t) * NBUCKETS, PATHS_BYTES,
-                            sizeof(struct ofd) * OFD_MAX, NBUCKETS / 8};
+                            sizeof(struct ofd) * OFD_MAX, NBUCKETS / 8, sizeof(struct ofd *) * FD_MAX};
     size_t total = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) total += (parts[i] + 4095) & ~(size_t)4095;
     char *mem0 = arena(total), *mem = mem0;
@@ -334,7 +334,8 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     g_bkt = (uint32_t *)mem; mem += (parts[3] + 4095) & ~(size_t)4095;
     g_paths = mem; mem += (parts[4] + 4095) & ~(size_t)4095;
     g_ofds = (struct ofd *)mem; mem += (parts[5] + 4095) & ~(size_t)4095;
-    g_bkt_used = (uint64_t *)mem;
+    g_bkt_used = (uint64_t *)mem; mem += (parts[6] + 4095) & ~(size_t)4095;
+    g_fdtab = (struct ofd **)mem;
 
     g_argvbuf = g_sbump;
     snapshot_argv(argc, argv);

@@ -130,7 +130,7 @@ extern int g_nincl, g_nexcl;
 extern char *g_argvbuf;
 extern size_t g_argvlen;
 extern int g_argvtrunc;
-extern struct ofd *g_fdtab[FD_MAX];
+extern struct ofd **g_fdtab;
 extern struct frec *g_frecs;
 extern uint32_t g_nfrec, g_files_dropped;
 extern struct fcold *g_cold;
