@@ -16,6 +16,7 @@ from .export import load
 
 TITLES = {
     "Tm": ("Fig. 5", "create throughput (metadata)"),
+    "Ts": ("", "stat throughput (metadata of existing files)"),
     "T1L": ("Fig. 6", "1-to-1 read throughput, local"),
     "B1L": ("Fig. 7", "1-to-1 read bandwidth, local"),
     "T1R": ("Fig. 8", "1-to-1 read throughput, remote"),

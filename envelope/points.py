@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # metric -> unit. Tm and T* are operations per second (open + whole-file read or write +
-# close = one op; for Tm one create), B* are bytes per second.
+# close = one op; for Tm one create; for Ts one stat of an existing file), B* are bytes per second.
 METRICS: dict[str, str] = {
-    "Tm": "ops/s",
+    "Tm": "ops/s", "Ts": "ops/s",
     "T1L": "ops/s", "B1L": "bytes/s",
     "T1R": "ops/s", "B1R": "bytes/s",
     "TN": "ops/s", "BN": "bytes/s",

@@ -188,7 +188,7 @@ def _run(a) -> int:
 
 def _warnings(preds, surface):
     """One line per metric looked up outside its measured range, and one per host-count substitution."""
-    from .surface import fmt_size
+    from .surface import SIZELESS, fmt_size
     out, hosts = {}, {}
     for p in preds:
         for lk in p.lookups.values():
@@ -200,10 +200,10 @@ def _warnings(preds, surface):
     lines = []
     for m, pts in sorted(out.items()):
         grids = [surface.grids[(m, h)] for h in surface.host_counts(m)]
-        at = ", ".join(f"{fmt_size(s) + ' ' if m != 'Tm' else ''}k={k:g}" for s, k in sorted(pts)[:6])
+        at = ", ".join(f"{fmt_size(s) + ' ' if m not in SIZELESS else ''}k={k:g}" for s, k in sorted(pts)[:6])
         more = f" and {len(pts) - 6} more" if len(pts) > 6 else ""
         sizes = (f"sizes {fmt_size(min(g.sizes[0] for g in grids))}-{fmt_size(max(g.sizes[-1] for g in grids))}, "
-                 if m != "Tm" else "")
+                 if m not in SIZELESS else "")
         lines.append(f"{m} extrapolated at {at}{more} (measured: {sizes}concurrency "
                      f"{min(g.ks[0] for g in grids)}-{max(g.ks[-1] for g in grids)})")
     small = sorted({p.stage for p in preds if any("-byte calls" in n for n in p.notes)})

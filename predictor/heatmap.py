@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .model import TERMS
-from .surface import grid_values
+from .surface import SIZELESS, grid_values
 
 DOMINANT_LABELS = ["metadata", "local read", "remote read", "N-to-1 read", "write"]
 
@@ -23,7 +23,7 @@ def axes(surface, stages, n=64):
     or used)."""
     sizes, ks = [], []
     for (m, _), g in surface.grids.items():
-        if m != "Tm":
+        if m not in SIZELESS:
             sizes += [g.sizes[0], g.sizes[-1]]
         ks += [g.ks[0], g.ks[-1]]
     for st in stages:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import formulas
-from .surface import BANDWIDTH_OF, EnvelopeSurface, fmt_size
+from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance")
@@ -98,7 +98,7 @@ class _Env:
 
     def get(self, metric, size, k):
         lk = self.s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
-        name = f"{metric}@{fmt_size(size, sep='') if metric != 'Tm' else '-'},k={k:g}"
+        name = f"{metric}@{fmt_size(size, sep='') if metric not in SIZELESS else '-'},k={k:g}"
         if self.tag_calls:
             name += f",calls={fmt_size(self.s.block, sep='')}"
         self.used[name] = {"metric": metric, "size": size, "k": k, "hosts": self.hosts, "value": lk.value,
@@ -282,11 +282,17 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         ops["read_shared"], size["read_shared"] = split(D_N, nsh)
     if need["write"]:
         ops["write"], size["write"] = split(D_w, w.files_per_task)
+    n_stat = 0.0          # of the extra metadata ops, stats of existing files (at Ts when the envelope has it)
     if "metadata" in on:
         data_opens = sum(ops.values())
-        extra = max(0.0, (md.ops_per_task or 0.0) - data_opens) + max(0.0, md.creates_per_task - ops.get("write", 0.0))
+        lookups = max(0.0, (md.ops_per_task or 0.0) - data_opens)
+        extra = lookups + max(0.0, md.creates_per_task - ops.get("write", 0.0))
         if extra > 0:
             ops["meta"], size["meta"] = extra, 0
+            if "Ts" in surface.metrics():
+                n_stat = min(lookups, md.stats_per_task or 0.0)
+            elif md.stats_per_task:
+                notes.append("the envelope has no stat rate (Ts): stats charged as creates (Tm)")
     ops = {t: n for t, n in ops.items() if n > 0}
     envs = {t: (env.at_calls(calls[t]) if "call_size" in on else env) for t in ops}
     spread = _size_points(stage, size) if "size_spread" in on else {}
@@ -295,7 +301,9 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         out = {}
         for t in ops:
             m = TERM_METRIC[t]
-            if m == "Tm":
+            if m == "Tm" and n_stat:
+                out[t] = ops[t] / (n_stat / env.get("Ts", 0, kk) + (ops[t] - n_stat) / env.get("Tm", 0, kk))
+            elif m == "Tm":
                 out[t] = env.get("Tm", 0, kk)
             elif "size_lookup" in on and spread.get(t):
                 # the op rate over the stage's size distribution: mean time per op at its equal-weight sizes

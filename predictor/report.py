@@ -11,7 +11,7 @@ import numpy as np
 
 from . import heatmap
 from .model import TERM_LABEL, TERMS
-from .surface import fmt_size
+from .surface import SIZELESS, fmt_size
 
 CLASS_METRIC = (("write (1 create per round)", "TL"), ("1-to-1 read, local", "T1L"), ("1-to-1 read, remote", "T1R"),
                 ("N-to-1 read", "TN"))
@@ -140,12 +140,13 @@ def _dominant(plt, out, surface, st, sizes, ks):
 
 
 def _envelope(plt, out, surface):
-    metrics = [m for m in ("Tm", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL") if m in surface.metrics()]
-    fig, axs = plt.subplots(3, 3, figsize=(12, 10), constrained_layout=True)
+    metrics = [m for m in ("Tm", "Ts", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL") if m in surface.metrics()]
+    rows = -(-len(metrics) // 3)
+    fig, axs = plt.subplots(rows, 3, figsize=(12, 3.4 * rows), constrained_layout=True, squeeze=False)
     for ax, m in zip(axs.flat, metrics):
         h, g = surface.grid_for(m, None)
         means = surface._means[(m, h)]
-        if m == "Tm":
+        if m in SIZELESS:
             ks = g.ks
             ax.plot(ks, [means.get((g.sizes[0], k), np.nan) for k in ks], "o-")
             ax.set_xscale("log")

@@ -29,7 +29,8 @@ import bisect
 import math
 from dataclasses import dataclass
 
-THROUGHPUT = ("Tm", "T1L", "T1R", "TN", "TL")
+THROUGHPUT = ("Tm", "Ts", "T1L", "T1R", "TN", "TL")
+SIZELESS = ("Tm", "Ts")          # creates and stats of empty files: one size, 0
 METRICS = THROUGHPUT + ("B1L", "B1R", "BN", "BL")
 BANDWIDTH_OF = {"T1L": "B1L", "T1R": "B1R", "TN": "BN", "TL": "BL"}
 THROUGHPUT_OF = {b: t for t, b in BANDWIDTH_OF.items()}
@@ -144,11 +145,11 @@ class EnvelopeSurface:
         h, g = self.grid_for(metric, hosts, k)
         note = "" if hosts in (None, h) else f"measured on {h} hosts, not {hosts}: taken at the same concurrency"
         key = (metric, h)
-        if metric == "Tm":
+        if metric in SIZELESS:
             size = g.sizes[0]                      # creates of empty files: one size
         k = max(float(k), 1.0)
         smin, smax = g.sizes[0], g.sizes[-1]
-        if metric != "Tm" and ((clamp_small and size < smin) or size > smax):
+        if metric not in SIZELESS and ((clamp_small and size < smin) or size > smax):
             # below the smallest size an op costs what the smallest one did (metadata-bound: T held);
             # above the largest, bandwidth stays where the largest transfer put it (B held). B = T x size.
             edge = smin if size < smin else smax
@@ -166,7 +167,7 @@ class EnvelopeSurface:
                 src = "extrapolated"
             return Lookup(v, src, "; ".join(x for x in (why, lk.note) if x))
         k = _snap(k, g.ks)
-        size = size if metric == "Tm" else _snap(size, g.sizes)
+        size = size if metric in SIZELESS else _snap(size, g.sizes)
         kc = min(max(k, g.ks[0]), g.ks[-1])
         edge = self._bilinear(key, g, size, kc) if g.sizes[0] <= size <= g.sizes[-1] else None
         if edge is not None and kc == k:
@@ -307,12 +308,12 @@ def _grid_values(surface, metric, sizes, ks, h, clamp_small):
     means = surface._means[key]
     S = np.asarray(sizes, dtype=float)
     K = np.maximum(np.asarray(ks, dtype=float), 1.0)
-    if metric == "Tm":
+    if metric in SIZELESS:
         S = np.full_like(S, g.sizes[0], dtype=float)
     smin, smax = g.sizes[0], g.sizes[-1]
-    Sc = np.clip(S, smin, smax) if metric != "Tm" else S
+    Sc = np.clip(S, smin, smax) if metric not in SIZELESS else S
     # scale from the clamped size back to the asked one: T held below smin, B held above smax
-    if metric == "Tm":
+    if metric in SIZELESS:
         scale = np.ones_like(S)
     elif metric in BANDWIDTH_OF:        # throughput: T(smax) * smax / size above the largest size
         scale = np.where(S > smax, smax / S, 1.0)

@@ -60,6 +60,23 @@ def test_create_write_read_exact(exe, tmp_path, procs):
     assert float(r.summary["ops_per_s"]) == pytest.approx(agg.ops_per_s, rel=1e-5)
 
 
+def test_stat_of_existing_files_and_of_a_missing_one(exe, tmp_path):
+    files = ["--procs", "2", "--files-per-proc", "3", "--path", str(tmp_path / "c.{rank}.{i}")]
+    cp, r = run(exe, "--op", "create", *files)
+    assert cp.returncode == 0, cp.stderr
+    cp, r = run(exe, "--op", "stat", *files)
+    assert cp.returncode == 0, cp.stderr
+    assert len(r.records) == 6 and all(x.ok and x.op == "stat" and x.bytes == 0 for x in r.records)
+    pts = eng.points_from_runs("Ts", [r], file_size=0, procs_per_host=2, hosts=1, repeat=0)
+    assert [(p.metric, p.ok) for p in pts] == [("Ts", True)] and pts[0].value == pytest.approx(
+        eng.aggregate([r]).ops_per_s)
+    os.unlink(tmp_path / "c.1.2")
+    cp, r = run(exe, "--op", "stat", *files)
+    assert cp.returncode == 1
+    bad = [x for x in r.records if not x.ok]
+    assert [(x.rank, x.i) for x in bad] == [(1, 2)] and "stat: No such file or directory" in bad[0].error
+
+
 def test_written_content_is_not_zeros(exe, tmp_path):
     run(exe, "--op", "write", "--size", "1000", "--path", str(tmp_path / "z"))
     data = (tmp_path / "z").read_bytes()
@@ -150,7 +167,7 @@ def test_start_at_synchronises(exe, tmp_path):
 
 @pytest.mark.parametrize("args,msg", [
     ([], "--op is required"),
-    (["--op", "copy", "--path", "x"], "--op: expected create, write or read"),
+    (["--op", "copy", "--path", "x"], "--op: expected create, write, read or stat"),
     (["--op", "read"], "exactly one of --path"),
     (["--op", "read", "--path", "x", "--file-list", "y"], "exactly one of --path"),
     (["--op", "write", "--path", "x"], "--op write needs --size"),

@@ -45,7 +45,7 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
                  "--repeat", "1", "--precision", "0", "--keep-files", "--workdir", "/envtest")
     assert "100.0%" in cp.stderr                  # the progress bar reached the end
     df = load(db, "small")
-    assert set(df["metric"]) == {"Tm", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"}
+    assert set(df["metric"]) == {"Tm", "Ts", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"}
     assert df["ok"].all(), df.loc[~df["ok"], "error"].tolist()
     assert (df["value"] > 0).all()
     for m in ("T1L", "T1R", "TN", "TL"):          # 2 sizes x 2 concurrencies each
@@ -53,12 +53,15 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
     assert (df["hosts"] == 4).all()
     # what each point rests on: files per process, ops, bytes per op (envelope/README.md)
     for (m, size, ppn), want in {("TL", 1024, 2): (16, 16), ("T1R", 1 << 20, 1): (2, 2),
-                                 ("TN", 1024, 2): (1, 16), ("Tm", 0, 1): (16, 16)}.items():
+                                 ("TN", 1024, 2): (1, 16), ("Tm", 0, 1): (16, 16),
+                                 ("Ts", 0, 2): (16, 16)}.items():
         c = df[(df.metric == m) & (df.file_size == size) & (df.procs_per_host == ppn)] \
             .iloc[0].config
         assert (c["files_per_proc"], c["ops_per_proc"]) == want
         assert c["ops"] == want[1] * ppn * 4 and c["bytes_per_op"] == size
         assert c["precision"]["stopped"] == "fixed count (--precision 0)"
+    ts = df[df.metric == "Ts"]
+    assert len(ts) == 2 and ts.iloc[0].config["files"] == "the Tm run's, created on the next host"
     workdir = df["config"].iloc[0]["workdir"]
     try:
         # reads: the harness's own gfwhere check ...

@@ -339,3 +339,18 @@ def test_balance_counts_rounds_on_the_busiest_host():
     assert predict_stage(st, surf, "refined", set(REFINEMENTS) - {"balance"}).rounds == 2
     from mtcio.predictor.whatif import apply
     assert apply(st, [("hosts", ("=", 4))]).tasks_max_per_host == 3     # 1.5 x 8/4
+
+
+def test_stats_are_charged_at_the_stat_rate_when_measured():
+    st = write_stage(n=4)                              # one round at k = 4
+    st.metadata = Metadata(ops_per_task=11, creates_per_task=1, opens_per_task=1, stats_per_task=8)
+    no_ts = predict_stage(st, sqrt_envelope(hosts=None), "refined")
+    assert no_ts.meta_s == pytest.approx(4 * 10 / 400, rel=1e-9)       # 10 extra ops at Tm(4) = 400/s
+    assert "the envelope has no stat rate (Ts): stats charged as creates (Tm)" in no_ts.notes
+    pts = sqrt_points()
+    for ppn in (1, 2):
+        for h in (1, 2):
+            pts += _pts("Ts", {0: 1000.0 * h * ppn}, h, ppn)
+    p = predict_stage(st, EnvelopeSurface().fit(pts), "refined")
+    assert p.meta_s == pytest.approx(4 * (8 / 4000 + 2 / 400), rel=1e-9)   # 8 stats at Ts(4), 2 opens at Tm(4)
+    assert any(n.startswith("Ts@-,k=4") for n in p.lookups)

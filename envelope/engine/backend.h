@@ -17,6 +17,7 @@ typedef struct mtc_backend {
     int (*read)(void *h, char *buf, size_t n, size_t *got, char *msg);  /* *got == 0: EOF */
     int (*sync)(void *h, char *msg);
     int (*close)(void *h, char *msg);
+    int (*stat)(const char *path, char *msg);   /* the file's attributes, nothing else */
 } mtc_backend;
 
 extern const mtc_backend mtc_backend_posix;

@@ -79,8 +79,18 @@ static int g_close(void *h, char *msg)
     return e == GFARM_ERR_NO_ERROR ? 0 : gfail(e, "gfs_pio_close", msg);
 }
 
+static int g_stat(const char *path, char *msg)
+{
+    struct gfs_stat st;
+    gfarm_error_t e = gfs_stat(path, &st);
+    if (e != GFARM_ERR_NO_ERROR)
+        return gfail(e, "gfs_stat", msg);
+    gfs_stat_free(&st);
+    return 0;
+}
+
 const mtc_backend mtc_backend_gfarm = {
-    "gfarm", g_init, g_fini, g_create, g_open_read, g_write, g_read, g_sync, g_close,
+    "gfarm", g_init, g_fini, g_create, g_open_read, g_write, g_read, g_sync, g_close, g_stat,
 };
 
 #else  /* built without libgfarm-dev: the backend exists and says why it cannot run */
@@ -97,8 +107,9 @@ static int g_io(void *h, const char *b, size_t n, size_t *d, char *msg)
 static int g_rd(void *h, char *b, size_t n, size_t *d, char *msg)
 { (void)h; (void)b; (void)n; (void)d; return g_none(msg); }
 static int g_h(void *h, char *msg) { (void)h; return g_none(msg); }
+static int g_st(const char *p, char *msg) { (void)p; return g_none(msg); }
 
 const mtc_backend mtc_backend_gfarm = {
-    "gfarm", g_none, g_fini, g_path, g_path, g_io, g_rd, g_h, g_h,
+    "gfarm", g_none, g_fini, g_path, g_path, g_io, g_rd, g_h, g_h, g_st,
 };
 #endif

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -68,6 +69,12 @@ static int p_close(void *h, char *msg)
     return close(FD(h)) ? fail(errno, "close", msg) : 0;
 }
 
+static int p_stat(const char *path, char *msg)
+{
+    struct stat st;
+    return stat(path, &st) ? fail(errno, "stat", msg) : 0;
+}
+
 const mtc_backend mtc_backend_posix = {
-    "posix", p_init, p_fini, p_create, p_open_read, p_write, p_read, p_sync, p_close,
+    "posix", p_init, p_fini, p_create, p_open_read, p_write, p_read, p_sync, p_close, p_stat,
 };

@@ -36,8 +36,8 @@
 #define MAX_PROCS 4096
 #define MAX_PATH 4096
 
-enum op { OP_CREATE, OP_WRITE, OP_READ };
-static const char *op_names[] = {"create", "write", "read"};
+enum op { OP_CREATE, OP_WRITE, OP_READ, OP_STAT };
+static const char *op_names[] = {"create", "write", "read", "stat"};
 
 /* one operation's outcome, in memory shared with the parent */
 enum { ST_PENDING = 0, ST_RUNNING = 1, ST_DONE = 2 };
@@ -72,11 +72,12 @@ static int64_t now_ns(void)
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: mtcengine --op create|write|read --path PATTERN|--file-list FILE [options]\n"
+"usage: mtcengine --op create|write|read|stat --path PATTERN|--file-list FILE [options]\n"
 "  --backend posix|gfarm   I/O interface (default posix; gfarm = libgfarm gfs_pio_*)\n"
 "  --op OP                 create: create+close (writes --size bytes if given);\n"
 "                          write: create+write --size bytes in --block chunks+close;\n"
-"                          read: open+read to EOF+close (--size, if given, must match)\n"
+"                          read: open+read to EOF+close (--size, if given, must match);\n"
+"                          stat: the attributes of an existing file (stat / gfs_stat)\n"
 "  --procs P               worker processes (default 1)\n"
 "  --files-per-proc K      operations per worker (default 1)\n"
 "  --size S, --block B     bytes per file, bytes per call (default 1MiB); k/m/g suffixes\n"
@@ -187,6 +188,10 @@ static int one_op(const char *path, char *buf, struct rec *rc)
     int64_t bytes = 0;
     char *msg = rc->msg;
 
+    if (o.op == OP_STAT) {      /* no handle: one lookup of an existing file's attributes */
+        rc->bytes = 0;
+        return o.be->stat(path, msg);
+    }
     if (o.op == OP_READ) {
         if ((e = o.be->open_read(path, &h, msg)))
             return e;
@@ -330,11 +335,12 @@ int main(int argc, char **argv)
     if (optind < argc)
         die_usage("unexpected argument '%s'", argv[optind]);
     if (!opname)
-        die_usage("--op is required (create, write or read)");
+        die_usage("--op is required (create, write, read or stat)");
     if (!strcmp(opname, "create")) o.op = OP_CREATE;
     else if (!strcmp(opname, "write")) o.op = OP_WRITE;
     else if (!strcmp(opname, "read")) o.op = OP_READ;
-    else die_usage("--op: expected create, write or read, got '%s'", opname);
+    else if (!strcmp(opname, "stat")) o.op = OP_STAT;
+    else die_usage("--op: expected create, write, read or stat, got '%s'", opname);
     if (!strcmp(bename, "posix")) o.be = &mtc_backend_posix;
     else if (!strcmp(bename, "gfarm")) o.be = &mtc_backend_gfarm;
     else die_usage("--backend: expected posix or gfarm, got '%s'", bename);
@@ -346,7 +352,7 @@ int main(int argc, char **argv)
         die_usage("--op write needs --size");
     if (o.block <= 0 || o.block > (1 << 30))
         die_usage("--block: expected 1 byte .. 1 GiB");
-    if (o.op != OP_READ && o.size > 0 && o.block > o.size)
+    if ((o.op == OP_CREATE || o.op == OP_WRITE) && o.size > 0 && o.block > o.size)
         o.block = o.size;           /* no bigger buffer than one file */
     if (listfile)
         read_list(listfile);

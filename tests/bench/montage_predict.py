@@ -50,11 +50,12 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     turn) with its workflow model; returns the runs."""
     runs = []
     with bench.testbed_session(4) as bed:
-        for blk in a.block.split(","):
+        for i, blk in enumerate(a.block.split(",")):
             t = time.monotonic()
             sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", f"env-{blk}",
                "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--block", blk,
-               "--sizes", a.sizes, *SWEEP, *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []))
+               "--sizes", a.sizes, *SWEEP, *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
+               *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []))   # metadata: from the first
             print(f"envelope env-{blk}: {time.monotonic() - t:.0f} s", flush=True)
         for k in tiles:
             src = os.path.join(work, f"src{k}")
