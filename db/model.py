@@ -45,6 +45,12 @@ def _op_sizes(df, nbytes: str):
     return [_num(x) for x in np.quantile(v, QUANTILES)] if len(v) else None
 
 
+def _warm(df, made: set):
+    """Fraction of these bytes read from files the run wrote (intermediate data, often still in a page cache)."""
+    total = df["bytes_read"].sum() if len(df) else 0
+    return _round(df.loc[df["key"].isin(made), "bytes_read"].sum() / total) if total else None
+
+
 def _dist(values) -> Dist | None:
     v = np.asarray(list(values), dtype=float)
     v = v[~np.isnan(v)]
@@ -92,6 +98,7 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
         raise ValueError(f"run {run!r} has no tasks")
     tasks = s.tasks(run)
     tf = s.task_files(run, scope)
+    made = set(tf.loc[tf["written"], "key"])    # files some task of this run wrote: their pages may be cached
     out = []
     for _, st in stages.iterrows():
         name = st["stage"]
@@ -109,12 +116,12 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                     alpha_files=_f(st["alpha_files"]),
                     reread_factor=_f(one["bytes_read"].sum() / one["size"].sum()) if len(one) and
                     one["size"].sum() > 0 else None, bytes_per_call=_per_call(one, "bytes_read", "reads"),
-                    op_size_quantiles=_op_sizes(one, "bytes_read"))
+                    op_size_quantiles=_op_sizes(one, "bytes_read"), warm_fraction=_warm(one, made))
         sh = Shared(files=int(shared["key"].nunique()), bytes=int(st["shared_size"]),
                     bytes_read_per_task=_num(per(shared, "bytes_read").mean()), alpha=_f(st["alpha_shared"]),
                     files_per_task=_num(cnt(shared).mean()) if len(shared) else None,
                     bytes_per_call=_per_call(shared, "bytes_read", "reads"),
-                    op_size_quantiles=_op_sizes(shared, "bytes_read"))
+                    op_size_quantiles=_op_sizes(shared, "bytes_read"), warm_fraction=_warm(shared, made))
         wr = Write(bytes_per_task=_dist(per(w, "bytes_written")), files_per_task=_num(cnt(w).mean()),
                    file_size=_dist(w.drop_duplicates("key")["size"]), local_fraction=_f(st["write_local"]),
                    bytes_per_call=_per_call(w, "bytes_written", "writes"),

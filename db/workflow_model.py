@@ -30,6 +30,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           bytes_per_call: FLOAT?             # mean bytes per read call on these files
           op_size_quantiles: [FLOAT, ..]?    # bytes per op (task x file, at most the file) at the 10/30/50/70/90th
                                              # percentiles: equal-weight points of their distribution
+          warm_fraction: FLOAT in [0,1]?     # of these bytes, the share read from files the run wrote
         shared:                        # N-to-1 reads (file read by >= 2 tasks of the stage)
           files: INT                         # count of shared files
           bytes: INT                         # D_N: summed size of the shared files
@@ -38,6 +39,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           files_per_task: FLOAT?             # mean shared files read per task (null: bytes_read_per_task / mean size)
           bytes_per_call: FLOAT?             # mean bytes per read call on these files
           op_size_quantiles: [FLOAT, ..]?
+          warm_fraction: FLOAT in [0,1]?
         write:
           bytes_per_task: {min, mean, max}   # D of the write formulas
           files_per_task: FLOAT
@@ -106,6 +108,7 @@ class Read:
     reread_factor: float | None = None
     bytes_per_call: float | None = None
     op_size_quantiles: list | None = None
+    warm_fraction: float | None = None
 
 
 @dataclass
@@ -117,6 +120,7 @@ class Shared:
     files_per_task: float | None = None
     bytes_per_call: float | None = None
     op_size_quantiles: list | None = None
+    warm_fraction: float | None = None
 
 
 @dataclass
@@ -196,7 +200,7 @@ class Workflow:
 
 _REQUIRED = {Stage: ("name", "tasks", "hosts"), Dist: ("min", "mean", "max"), Read: ("bytes_per_task",),
              Write: ("bytes_per_task",), Shared: ("files", "bytes"), Metadata: ()}
-_FRACTIONS = {"alpha", "alpha_files", "local_fraction"}
+_FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction"}
 _POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host"}
 
 

@@ -12,14 +12,17 @@ variants:
   faithful  equations (1)-(3) of the round-based model as published: C = hosts, ceil(N/C) rounds, T and B as the
             roofline (T at the envelope's smallest size, B at its largest) at concurrency C
   refined   slots = hosts x procs per host, the last partial round, envelope values at the stage's real
-            file size and concurrency, real metadata counts, re-reads, several files per task, tiny
-            shared headers metadata-bound, the I/O concurrency seen in the trace (--refine picks)
+            file size and concurrency, real metadata counts (stats at Ts), re-reads, several files per task,
+            tiny shared headers metadata-bound, the I/O concurrency seen in the trace, the envelope of the
+            stage's call size, its spread of op sizes, the busiest host's share of tasks, warm reads of the
+            run's own outputs (--refine picks)
   calibrated  (with --calibrate) the refined model corrected by a regression of its past errors,
             judged by leave-one-run-out cross-validation
 
 examples:
   mtcpredict montage_example/montage.yaml
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --validate mtc.db:montage1 --out report/
+  mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-2880 --envelope mtc.db:bed4-warm
   mtcpredict workflow.yaml --what-if hosts=2,4,8 alpha=0.6,1.0
   mtcpredict workflow.yaml --variant refined --refine=-io_overlap,-metadata --json
 
@@ -28,6 +31,7 @@ exit codes: 0 ok, 1 failed, 2 bad input (workflow, envelope, options), 130 inter
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .model import REFINEMENTS
     p = argparse.ArgumentParser(
         prog="mtcpredict", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="Predict each stage's I/O time (read, write, metadata) of a workflow model from a measured MTC "
@@ -43,8 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", choices=("faithful", "refined", "all"), default="all",
                    help="model variant(s) to report (default all)")
     p.add_argument("--refine", metavar="LIST", default="all",
-                   help="refinements of the refined variant: all (default), none, a list (slots,partial_round,"
-                        "size_lookup,files,reread,metadata,small_files,io_overlap,call_size,size_spread) "
+                   help=f"refinements of the refined variant: all (default), none, a list ({','.join(REFINEMENTS)}) "
                         "or all but some (-io_overlap,-metadata)")
     p.add_argument("--validate", metavar="DB[:RUN[,RUN..]]",
                    help="compare with traced run(s) in DB (several runs: repeats, their spread is the noise floor); "
@@ -120,13 +123,14 @@ def _run(a) -> int:
     surfaces = []
     for e in envs:
         sf = EnvelopeSurface().fit(e.points)
-        sf.block = e.block
+        sf.block, sf.cold = e.block, e.cold
         if not sf.grids:
             return _fail(f"envelope {e.origin}: no ok point")
-        same = [x for x, s in zip(envs, surfaces) if s.block == sf.block]
+        same = [x for x, s in zip(envs, surfaces) if (s.block, s.cold) == (sf.block, sf.cold)]
         if same:
-            return _fail(f"envelopes {same[0].origin} and {e.origin} were both measured with {sf.block:,}-byte calls: "
-                         "give one envelope per call size (mtcenvelope measure --block)")
+            return _fail(f"envelopes {same[0].origin} and {e.origin} were both measured with {sf.block:,}-byte calls "
+                         f"and {'cold' if sf.cold else 'warm'} reads: give one envelope per call size and cache state "
+                         "(mtcenvelope measure --block, --drop-caches off)")
         surfaces.append(sf)
     surface = surfaces[0]
     surface.others = surfaces[1:]

@@ -34,6 +34,11 @@ class EnvelopeData:
         b = self.meta.get("block") or (self.meta.get("provenance") or {}).get("block")
         return int(b) if b else 1 << 20
 
+    @property
+    def cold(self) -> bool:
+        """Whether reads were kept from every cache (mtcenvelope's default); False: `--drop-caches off`."""
+        return (self.meta.get("drop_caches") or (self.meta.get("provenance") or {}).get("drop_caches")) != "off"
+
 
 def combined(envs: list) -> EnvelopeData:
     """One name for envelopes used together (one per call size): the first, with the others' origins joined by

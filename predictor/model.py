@@ -15,7 +15,7 @@ from . import formulas
 from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
-               "call_size", "size_spread", "balance")
+               "call_size", "size_spread", "balance", "warm_reads")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -91,16 +91,17 @@ class _Env:
         self.used = {} if used is None else used
         self.tag_calls = bool(surface.others) or used is not None   # several envelopes: name the call size
 
-    def at_calls(self, bytes_per_call):
-        """The look-ups in the envelope measured with calls nearest to bytes_per_call (refinement call_size)."""
-        s = self.s.at_calls(bytes_per_call)
+    def at_calls(self, bytes_per_call, warm=False):
+        """The look-ups in the envelope measured with calls nearest to bytes_per_call (refinement call_size), of
+        warm reads if asked and measured (refinement warm_reads)."""
+        s = self.s.at_calls(bytes_per_call, warm)
         return self if s is self.s else _Env(s, self.hosts, self.clamp, self.used)
 
     def get(self, metric, size, k):
         lk = self.s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
         name = f"{metric}@{fmt_size(size, sep='') if metric not in SIZELESS else '-'},k={k:g}"
         if self.tag_calls:
-            name += f",calls={fmt_size(self.s.block, sep='')}"
+            name += f",calls={fmt_size(self.s.block, sep='')}" + ("" if self.s.cold else ",warm")
         self.used[name] = {"metric": metric, "size": size, "k": k, "hosts": self.hosts, "value": lk.value,
                            "source": lk.source, "note": lk.note, "block": self.s.block}
         return lk.value
@@ -174,6 +175,15 @@ def _size_points(stage, size) -> dict:
         if t in size and pts and sum(pts) > 0 and len(pts) > 1:
             out[t] = ([max(1.0, x) for x in pts], size[t] / (sum(pts) / len(pts)))
     return out
+
+
+def _warm_shares(stage, surface, ops) -> dict:
+    """read term -> share of its bytes read from files the run wrote, when the envelope has warm reads."""
+    if not surface.has_warm():
+        return {}
+    f = {"read_local": stage.read.warm_fraction, "read_remote": stage.read.warm_fraction,
+         "read_shared": stage.shared.warm_fraction}
+    return {t: v for t, v in f.items() if t in ops and v}
 
 
 def _shared_files_per_task(sh, D_N) -> float:
@@ -296,6 +306,19 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     ops = {t: n for t, n in ops.items() if n > 0}
     envs = {t: (env.at_calls(calls[t]) if "call_size" in on else env) for t in ops}
     spread = _size_points(stage, size) if "size_spread" in on else {}
+    warm = _warm_shares(stage, surface, ops) if "warm_reads" in on else {}
+    warm_envs = {t: env.at_calls(calls[t] if "call_size" in on else None, warm=True) for t in warm}
+
+    def rate_in(e, t, kk):
+        m = TERM_METRIC[t]
+        if "size_lookup" in on and spread.get(t):
+            # the op rate over the stage's size distribution: mean time per op at its equal-weight sizes
+            pts, scale = spread[t]
+            return len(pts) / sum(1.0 / e.get(m, x, kk) for x in pts) / scale
+        if "size_lookup" in on:
+            return e.get(m, size[t], kk)
+        T, B = e.roofline(m, kk)
+        return 1.0 / max(1.0 / T, size[t] / B)
 
     def rates(kk):
         out = {}
@@ -305,15 +328,11 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                 out[t] = ops[t] / (n_stat / env.get("Ts", 0, kk) + (ops[t] - n_stat) / env.get("Tm", 0, kk))
             elif m == "Tm":
                 out[t] = env.get("Tm", 0, kk)
-            elif "size_lookup" in on and spread.get(t):
-                # the op rate over the stage's size distribution: mean time per op at its equal-weight sizes
-                pts, scale = spread[t]
-                out[t] = len(pts) / sum(1.0 / envs[t].get(m, x, kk) for x in pts) / scale
-            elif "size_lookup" in on:
-                out[t] = envs[t].get(m, size[t], kk)
+            elif t in warm:    # reads of the run's own outputs at the warm rate, the rest cold
+                f = warm[t]
+                out[t] = 1.0 / (f / rate_in(warm_envs[t], t, kk) + (1 - f) / rate_in(envs[t], t, kk))
             else:
-                T, B = envs[t].roofline(m, kk)
-                out[t] = 1.0 / max(1.0 / T, size[t] / B)
+                out[t] = rate_in(envs[t], t, kk)
         return out
 
     def round_time(kk):

@@ -62,7 +62,8 @@ class EnvelopeSurface:
         self._rng = None
         self._memo: dict = {}     # look-ups already answered by this surface (a prediction repeats many)
         self.block = 1 << 20      # bytes per read/write call of the envelope's ops
-        self.others: list = []    # surfaces of the same file system measured with other bytes per call
+        self.others: list = []    # surfaces of the same file system measured with other bytes per call or caches
+        self.cold = True          # reads kept from every cache (False: measured with --drop-caches off)
 
     # ---- fit ---------------------------------------------------------------------------------------------------------
     def fit(self, points) -> "EnvelopeSurface":
@@ -112,19 +113,26 @@ class EnvelopeSurface:
         h = hosts if hosts in avail else min(avail, key=near)
         return h, self.grids[(metric, h)]
 
-    def at_calls(self, bytes_per_call: float | None) -> "EnvelopeSurface":
-        """This surface or one of `others`: the one whose bytes per call is nearest to bytes_per_call (in log
-        scale; a tie keeps this one). Small calls cost more per byte on a FUSE mount, so an op is best
-        looked up in an envelope measured with calls of its own size."""
-        if not self.others or not bytes_per_call or bytes_per_call <= 0:
-            return self
-        return min([self, *self.others], key=lambda s: abs(math.log(bytes_per_call / s.block)))
+    def at_calls(self, bytes_per_call: float | None, warm: bool = False) -> "EnvelopeSurface":
+        """This surface or one of `others`, of the cache state asked (warm: reads a cache may serve) when there is
+        one, and of those the one whose bytes per call is nearest to bytes_per_call (in log scale; a tie keeps
+        the first). Small calls cost more per byte on a FUSE mount, so an op is best looked up in an envelope
+        measured with calls of its own size."""
+        every = [self, *self.others]
+        pool = [s for s in every if s.cold != warm] or [s for s in every if s.cold == self.cold]
+        if not bytes_per_call or bytes_per_call <= 0:
+            return pool[0]
+        return min(pool, key=lambda s: abs(math.log(bytes_per_call / s.block)))
+
+    def has_warm(self) -> bool:
+        return any(not s.cold for s in [self, *self.others])
 
     def replicate(self, rng) -> "EnvelopeSurface":
         """A bootstrap replicate: every cell's mean over its repeats resampled with replacement."""
         rep = EnvelopeSurface()
         rep.grids, rep._shared, rep._rng, rep.block = self.grids, self._shared, rng, self.block
         rep.others = [o.replicate(rng) for o in self.others]
+        rep.cold = self.cold
         for key, g in self.grids.items():
             rep._means[key] = {ck: sum(rng.choice(v) for _ in v) / len(v) for ck, v in g.cells.items()}
         return rep

@@ -354,3 +354,20 @@ def test_stats_are_charged_at_the_stat_rate_when_measured():
     p = predict_stage(st, EnvelopeSurface().fit(pts), "refined")
     assert p.meta_s == pytest.approx(4 * (8 / 4000 + 2 / 400), rel=1e-9)   # 8 stats at Ts(4), 2 opens at Tm(4)
     assert any(n.startswith("Ts@-,k=4") for n in p.lookups)
+
+
+def test_warm_reads_of_the_runs_own_outputs():
+    st = Stage(name="r", tasks=4, hosts=2, procs_per_host=2,
+               read=Read(bytes_per_task=Dist(MiB, MiB, MiB), files_per_task=1, file_size=Dist(MiB, MiB, MiB),
+                         alpha=1.0, warm_fraction=0.5))
+    cold = sqrt_envelope(hosts=None)
+    assert predict_stage(st, cold, "refined").read_s == pytest.approx(4 / 20, rel=1e-9)   # no warm envelope
+    warm = EnvelopeSurface().fit([dict(p, value=p["value"] * 4) for p in sqrt_points()])
+    warm.cold = False                                      # reads served from a page cache: 4x the op rate
+    cold.others = [warm]
+    p = predict_stage(st, cold, "refined")
+    assert p.read_s == pytest.approx(4 / 20 * (0.5 / 4 + 0.5), rel=1e-9)
+    assert any(n.endswith(",warm") for n in p.lookups)
+    assert predict_stage(st, cold, "refined", set(REFINEMENTS) - {"warm_reads"}).read_s == pytest.approx(4 / 20)
+    st.read.warm_fraction = 0.0                            # inputs that existed before the run: cold
+    assert predict_stage(st, cold, "refined").read_s == pytest.approx(4 / 20, rel=1e-9)

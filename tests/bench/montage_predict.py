@@ -1,7 +1,7 @@
 """Benchmark: mtcpredict's accuracy on real Montage runs — every stage measured vs predicted.
 
 On a 4-host testbed: quick envelope sweeps (one file per process, one per --block: the envelope's bytes per
-call), then for tiles x hosts the Montage workflow traced under Rake with the plugin and placement (2 slots per
+call, and one of warm reads, --drop-caches off), then for tiles x hosts the Montage workflow traced under Rake with the plugin and placement (2 slots per
 host), each configuration --repeat times; `mtcprof model` of every run, and `mtcpredict --validate` of each run
 from the model of another run of its configuration, with every envelope (faithful, refined and, once two runs are
 validated, calibrated: a ridge fit on the runs validated before it only). The spread of the configuration's runs
@@ -57,6 +57,13 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                "--sizes", a.sizes, *SWEEP, *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
                *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []))   # metadata: from the first
             print(f"envelope env-{blk}: {time.monotonic() - t:.0f} s", flush=True)
+        if a.warm:
+            t = time.monotonic()
+            sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", "env-warm",
+               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--sizes", a.sizes, *SWEEP,
+               "--ops-per-proc", str(a.ops_per_proc or 1), "--drop-caches", "off",
+               "--metrics", "T1L,B1L,T1R,B1R,TN,BN")
+            print(f"envelope env-warm (reads a page cache may serve): {time.monotonic() - t:.0f} s", flush=True)
         for k in tiles:
             src = os.path.join(work, f"src{k}")
             pairs = prepare.prepare(src, "demo", tiles=k, width=w, height=h)
@@ -68,7 +75,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                                  "wall": wall})
                     print(f"run {run}: wall {wall:.1f} s", flush=True)
     with open(os.path.join(work, "runs.json"), "w") as f:
-        json.dump({"runs": runs, "size": f"{w}x{h}", "blocks": a.block.split(",")}, f)
+        json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a)}, f)
     return runs
 
 
@@ -78,7 +85,11 @@ def models(db, work, runs):
            os.path.join(work, f"{r['run']}.yaml"))
 
 
-def predict_all(a, work, db, runs, w, h):
+def envelope_names(a):
+    return [f"env-{b}" for b in a.block.split(",")] + (["env-warm"] if a.warm else [])
+
+
+def predict_all(a, work, db, runs, w, h, measured_envs=None):
     """Each run predicted from the workflow model of ANOTHER run of its configuration (leave-one-run-out:
     sizes, α, I/O concurrency and balance never come from the trace scored), validated against its own trace;
     the spread of the configuration's runs, (max - min) / mean of the measured stage time, printed beside."""
@@ -86,7 +97,7 @@ def predict_all(a, work, db, runs, w, h):
     noise = []
     whole = []
     validated = []
-    envs = (a.envelope or ",".join(f"env-{b}" for b in a.block.split(","))).split(",")
+    envs = a.envelope.split(",") if a.envelope else (measured_envs or envelope_names(a))
     with sqlite3.connect(db) as conn:   # calibration learns only from the runs validated before, in this pass
         conn.execute("DELETE FROM validations")
         conn.execute("DELETE FROM predictions")
@@ -187,6 +198,9 @@ def main():
                          "and the spread between them is printed beside every error")
     ap.add_argument("--ops-per-proc", type=int, default=1,
                     help="files per process of the envelope's ops (default 1: an MTC task opens few files)")
+    ap.add_argument("--no-warm", dest="warm", action="store_false",
+                    help="no envelope of warm reads (--drop-caches off; the refined model's warm_reads uses it for "
+                         "the bytes a stage reads of files the run wrote)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
@@ -201,7 +215,7 @@ def main():
         w, h = (int(x) for x in kept["size"].split("x"))
         db = os.path.join(work, "bench.db")
         models(db, work, kept["runs"])
-        predict_all(a, work, db, kept["runs"], w, h)
+        predict_all(a, work, db, kept["runs"], w, h, kept.get("envelopes"))
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
         return
     tiles = [int(x) for x in a.tiles.split(",")]
