@@ -141,8 +141,9 @@ void cwd_update(void)
 }
 static inline int prefix_match(const char *p, size_t pl, const char *pre, size_t n)
 {
-    /* the second byte first: most paths differ from /proc, /sys, /dev there */
-    if (pl < n || (n > 1 && p[1] != pre[1]) || memcmp(p, pre, n)) return 0;
+    /* the second and the last byte first: most paths differ from /proc, /sys, /dev at the second, and from a
+     * sibling folder (the log folder next to the data) at the last */
+    if (pl < n || (n > 1 && (p[1] != pre[1] || p[n - 1] != pre[n - 1])) || memcmp(p, pre, n)) return 0;
     return pl == n || p[n] == '/' || (n > 0 && pre[n - 1] == '/');
 }
 int excluded(const char *p, size_t pl)
