@@ -41,9 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="envelope to predict from: a db (its latest envelope run, or NAME), or an `mtcenvelope "
                         "export` file (default: the envelope shipped with mtcio, measured on a 4-host testbed). "
                         "Give it again for envelopes of the same file system measured with other bytes per call "
-                        "(`mtcenvelope measure --block`): the refined model looks each stage's reads and writes up "
-                        "in the one nearest their traced call size (refinement call_size); the first is the main "
-                        "one (faithful model, maps)")
+                        "(`mtcenvelope measure --block`) or warm reads (--drop-caches off): the refined model looks "
+                        "each stage's reads and writes up in the one nearest their traced call size (call_size), "
+                        "and reads of files the run wrote in the warm one (warm_reads); the first is the main one "
+                        "(faithful model, maps)")
     p.add_argument("--variant", choices=("faithful", "refined", "all"), default="all",
                    help="model variant(s) to report (default all)")
     p.add_argument("--refine", metavar="LIST", default="all",
