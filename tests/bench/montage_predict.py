@@ -46,8 +46,8 @@ def p90(xs):
 
 
 def measure_and_run(a, work, db, tiles, hostcounts, w, h):
-    """One testbed session: the envelope(s), then every Montage run (each configuration --repeat times, in
-    turn) with its workflow model; returns the runs."""
+    """One testbed session: the envelopes, then every Montage run (each configuration --repeat times, in turn);
+    returns the runs."""
     runs = []
     with bench.testbed_session(4) as bed:
         for i, blk in enumerate(a.block.split(",")):
