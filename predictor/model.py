@@ -91,10 +91,10 @@ class _Env:
         self.used = {} if used is None else used
         self.tag_calls = bool(surface.others) or used is not None   # several envelopes: name the call size
 
-    def at_calls(self, bytes_per_call, warm=False):
+    def at_calls(self, bytes_per_call, warm=False, metric=None):
         """The look-ups in the envelope measured with calls nearest to bytes_per_call (refinement call_size), of
-        warm reads if asked and measured (refinement warm_reads)."""
-        s = self.s.at_calls(bytes_per_call, warm)
+        warm reads if asked and measured (refinement warm_reads), among those that have `metric`."""
+        s = self.s.at_calls(bytes_per_call, warm, metric)
         return self if s is self.s else _Env(s, self.hosts, self.clamp, self.used)
 
     def get(self, metric, size, k):
@@ -254,7 +254,7 @@ def _faithful(stage, surface) -> StagePrediction:
 def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     N, C, notes = stage.tasks, stage.hosts, []
     calls = _call_sizes(stage)
-    _call_size_note(stage, surface.at_calls(calls["write"]) if "call_size" in on else surface, notes)
+    _call_size_note(stage, surface.at_calls(calls["write"], metric="TL") if "call_size" in on else surface, notes)
     p = (stage.procs_per_host or 1) if "slots" in on else 1
     S = C * p
     k = float(S)
@@ -304,10 +304,11 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
             elif md.stats_per_task:
                 notes.append("the envelope has no stat rate (Ts): stats charged as creates (Tm)")
     ops = {t: n for t, n in ops.items() if n > 0}
-    envs = {t: (env.at_calls(calls[t]) if "call_size" in on else env) for t in ops}
+    envs = {t: (env.at_calls(calls[t], metric=TERM_METRIC[t]) if "call_size" in on else env) for t in ops}
     spread = _size_points(stage, size) if "size_spread" in on else {}
     warm = _warm_shares(stage, surface, ops) if "warm_reads" in on else {}
-    warm_envs = {t: env.at_calls(calls[t] if "call_size" in on else None, warm=True) for t in warm}
+    warm_envs = {t: env.at_calls(calls[t] if "call_size" in on else None, warm=True, metric=TERM_METRIC[t])
+                 for t in warm}
 
     def rate_in(e, t, kk):
         m = TERM_METRIC[t]

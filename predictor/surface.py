@@ -113,12 +113,14 @@ class EnvelopeSurface:
         h = hosts if hosts in avail else min(avail, key=near)
         return h, self.grids[(metric, h)]
 
-    def at_calls(self, bytes_per_call: float | None, warm: bool = False) -> "EnvelopeSurface":
-        """This surface or one of `others`, of the cache state asked (warm: reads a cache may serve) when there is
-        one, and of those the one whose bytes per call is nearest to bytes_per_call (in log scale; a tie keeps
-        the first). Small calls cost more per byte on a FUSE mount, so an op is best looked up in an envelope
-        measured with calls of its own size."""
-        every = [self, *self.others]
+    def at_calls(self, bytes_per_call: float | None, warm: bool = False, metric: str | None = None
+                 ) -> "EnvelopeSurface":
+        """This surface or one of `others` that has `metric` (and its bandwidth twin), of the cache state asked
+        (warm: reads a cache may serve) when there is one, and of those the one whose bytes per call is nearest
+        to bytes_per_call (in log scale; a tie keeps the first). Small calls cost more per byte on a FUSE mount,
+        so an op is best looked up in an envelope measured with calls of its own size."""
+        need = {metric, BANDWIDTH_OF.get(metric)} - {None}
+        every = [s for s in [self, *self.others] if need <= s.metrics()] or [self]
         pool = [s for s in every if s.cold != warm] or [s for s in every if s.cold == self.cold]
         if not bytes_per_call or bytes_per_call <= 0:
             return pool[0]

@@ -371,3 +371,17 @@ def test_warm_reads_of_the_runs_own_outputs():
     assert predict_stage(st, cold, "refined", set(REFINEMENTS) - {"warm_reads"}).read_s == pytest.approx(4 / 20)
     st.read.warm_fraction = 0.0                            # inputs that existed before the run: cold
     assert predict_stage(st, cold, "refined").read_s == pytest.approx(4 / 20, rel=1e-9)
+
+
+def test_an_envelope_without_a_terms_metric_is_passed_over():
+    big = sqrt_envelope(hosts=None)
+    small = EnvelopeSurface().fit([p for p in sqrt_points(write_factor=0.25) if p["metric"] in ("TL", "BL")])
+    small.block = 2880                                    # measured with --metrics TL,BL only
+    big.others = [small]
+    st = write_stage(n=4)
+    st.read = Read(bytes_per_task=Dist(MiB, MiB, MiB), files_per_task=1, file_size=Dist(MiB, MiB, MiB), alpha=0.5,
+                   bytes_per_call=2880)
+    st.write.bytes_per_call = 2880
+    p = predict_stage(st, big, "refined")
+    assert p.write_s == pytest.approx(4 * 4 / 20, rel=1e-9)      # writes from the 2,880-byte envelope
+    assert p.read_s == pytest.approx(4 / 20, rel=1e-9)           # reads (local and remote) from the one that has them
