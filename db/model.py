@@ -45,6 +45,17 @@ def _op_sizes(df, nbytes: str):
     return [_num(x) for x in np.quantile(v, QUANTILES)] if len(v) else None
 
 
+def _files_per_process(s: Store, run, scope: str) -> dict:
+    """stage -> data files one process opened (mean over the processes that read or wrote any; the same files as
+    the model's other counts: Gfarm files when the run touched any). A process's first op costs more than its next."""
+    fa = s.file_access(run)
+    if scope == "gfarm" or (scope == "auto" and fa["gfarm_path"].notna().any()):
+        fa = fa[fa["gfarm_path"].notna()]
+    fa = fa[(fa["bytes_read"] > 0) | (fa["bytes_written"] > 0)]
+    per = fa.groupby(["stage", "process_id"])["key"].nunique().groupby(level=0).mean()
+    return {st: _round(v) for st, v in per.items()}
+
+
 def _warm(df, made: set):
     """Fraction of these bytes read from files the run wrote (intermediate data, often still in a page cache)."""
     total = df["bytes_read"].sum() if len(df) else 0
@@ -99,6 +110,7 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
     tasks = s.tasks(run)
     tf = s.task_files(run, scope)
     made = set(tf.loc[tf["written"], "key"])    # files some task of this run wrote: their pages may be cached
+    per_proc = _files_per_process(s, run, scope)
     out = []
     for _, st in stages.iterrows():
         name = st["stage"]
@@ -140,7 +152,8 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                          write=wr, metadata=md, concurrency=int(st["concurrency"]),
                          procs_per_host=int(st["per_host_concurrency"]), measured=ms, envelope=env,
                          io_concurrency=_round(overlap.io_concurrency(overlap.stage_windows(f))),
-                         tasks_max_per_host=int(t.groupby(t["host"].fillna("?")).size().max())))
+                         tasks_max_per_host=int(t.groupby(t["host"].fillna("?")).size().max()),
+                         files_per_process=per_proc.get(name)))
         if read.bytes_per_task is None:
             read.bytes_per_task = Dist()
         if wr.bytes_per_task is None:

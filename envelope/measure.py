@@ -921,7 +921,7 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "testbed": bool(target.testbed), "status": "running",
             "precision": sweep.precision, "max_repeat": sweep.max_repeat,
             "time_budget_s": sweep.time_budget, "budget_factor": sweep.budget_factor,
-            "block": sweep.block}
+            "block": sweep.block, "ops_per_proc": sweep.ops_per_proc}
     if row is not None:
         set_status(conn, name, "running")
 

@@ -31,10 +31,11 @@ SLOTS = 2
 # 128 KiB written), 1 and 2 processes per host (the plugin's 2 slots), on 1 and 4 hosts, one file per process
 # (a task opens few); one repeat per point. Then the same with Montage's 2,880-byte calls (FITS blocks): small
 # write calls cost more on gfarm2fs, and the refined model looks each stage up at its own call size; and reads
-# with no cache dropped: a stage reading what the run wrote reads it warm.
+# with no cache dropped: a stage reading what the run wrote reads it warm; and small files at 16 per process: a
+# process's first op costs more than its next ones.
 SWEEP = ["--sizes", "4k,12k,16k,64k,128k,256k,1m", "--procs", "1,2", "--host-counts", "1,4", "--repeat", "1",
          "--precision", "0", "--time-budget", "0", "--ops-per-proc", "1"]
-ENVELOPE, SMALL_CALLS, WARM, RUN = "bed4", "bed4-2880", "bed4-warm", "montage-demo"
+ENVELOPE, SMALL_CALLS, WARM, MANY, RUN = "bed4", "bed4-2880", "bed4-warm", "bed4-many", "montage-demo"
 READS = "T1L,B1L,T1R,B1R,TN,BN"
 
 
@@ -88,6 +89,9 @@ class Demo:
             "--block", "2880", "--metrics", "TL,BL," + READS], "mtcenvelope measure --block 2880", capture=False)
         sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", WARM, *SWEEP,
             "--drop-caches", "off", "--metrics", READS], "mtcenvelope measure --drop-caches off", capture=False)
+        sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", MANY, "--sizes",
+            "4k,12k,16k,64k,128k", *SWEEP[2:-2], "--ops-per-proc", "16", "--metrics", "TL,BL," + READS],
+           "mtcenvelope measure --ops-per-proc 16", capture=False)
 
     def sky(self):
         self.src = os.path.join(self.out, "sky")
@@ -137,7 +141,7 @@ class Demo:
     def predict(self):
         r = sh([os.path.join(BIN, "mtcpredict"), os.path.join(self.out, "workflow.yaml"),
                 "--envelope", f"{self.db}:{ENVELOPE}", "--envelope", f"{self.db}:{SMALL_CALLS}",
-                "--envelope", f"{self.db}:{WARM}",
+                "--envelope", f"{self.db}:{WARM}", "--envelope", f"{self.db}:{MANY}",
                 "--validate", f"{self.db}:{RUN}",
                 "--out", os.path.join(self.out, "predict"), "--bootstrap", "20"], "mtcpredict")
         print("  " + r.stdout.rstrip().replace("\n", "\n  "))

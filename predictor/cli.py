@@ -15,7 +15,7 @@ variants:
             file size and concurrency, real metadata counts (stats at Ts), re-reads, several files per task,
             tiny shared headers metadata-bound, the I/O concurrency seen in the trace, the envelope of the
             stage's call size, its spread of op sizes, the busiest host's share of tasks, warm reads of the
-            run's own outputs (--refine picks)
+            run's own outputs, a process's first op dearer than its next (--refine picks)
   calibrated  (with --calibrate) the refined model corrected by a regression of its past errors,
             judged by leave-one-run-out cross-validation
 
@@ -124,14 +124,16 @@ def _run(a) -> int:
     surfaces = []
     for e in envs:
         sf = EnvelopeSurface().fit(e.points)
-        sf.block, sf.cold = e.block, e.cold
+        sf.block, sf.cold, sf.ops_per_proc = e.block, e.cold, e.ops_per_proc
         if not sf.grids:
             return _fail(f"envelope {e.origin}: no ok point")
-        same = [x for x, s in zip(envs, surfaces) if (s.block, s.cold) == (sf.block, sf.cold)]
+        same = [x for x, s in zip(envs, surfaces)
+                if (s.block, s.cold, s.ops_per_proc) == (sf.block, sf.cold, sf.ops_per_proc)]
         if same:
-            return _fail(f"envelopes {same[0].origin} and {e.origin} were both measured with {sf.block:,}-byte calls "
-                         f"and {'cold' if sf.cold else 'warm'} reads: give one envelope per call size and cache state "
-                         "(mtcenvelope measure --block, --drop-caches off)")
+            return _fail(f"envelopes {same[0].origin} and {e.origin} were both measured with {sf.block:,}-byte calls, "
+                         f"{'cold' if sf.cold else 'warm'} reads and {sf.ops_per_proc or 'the default'} files per "
+                         "process: give one envelope per call size, cache state and files per process "
+                         "(mtcenvelope measure --block, --drop-caches off, --ops-per-proc)")
         surfaces.append(sf)
     surface = surfaces[0]
     surface.others = surfaces[1:]

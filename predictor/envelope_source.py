@@ -35,6 +35,12 @@ class EnvelopeData:
         return int(b) if b else 1 << 20
 
     @property
+    def ops_per_proc(self) -> int | None:
+        """Files each process of a point opened in turn (--ops-per-proc); None: mtcenvelope's default, up to 16."""
+        v = self.meta.get("ops_per_proc") or (self.meta.get("provenance") or {}).get("ops_per_proc")
+        return int(v) if v else None
+
+    @property
     def cold(self) -> bool:
         """Whether reads were kept from every cache (mtcenvelope's default); False: `--drop-caches off`."""
         return (self.meta.get("drop_caches") or (self.meta.get("provenance") or {}).get("drop_caches")) != "off"

@@ -15,7 +15,7 @@ from . import formulas
 from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
-               "call_size", "size_spread", "balance", "warm_reads")
+               "call_size", "size_spread", "balance", "warm_reads", "first_op")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -86,8 +86,9 @@ class StagePrediction:
 class _Env:
     """Envelope look-ups for one stage, recorded with their sources."""
 
-    def __init__(self, surface: EnvelopeSurface, hosts: int, clamp_small: bool, used: dict | None = None):
-        self.s, self.hosts, self.clamp = surface, hosts, clamp_small
+    def __init__(self, surface: EnvelopeSurface, hosts: int, clamp_small: bool, used: dict | None = None,
+                 tag: str = ""):
+        self.s, self.hosts, self.clamp, self.tag = surface, hosts, clamp_small, tag
         self.used = {} if used is None else used
         self.tag_calls = bool(surface.others) or used is not None   # several envelopes: name the call size
 
@@ -101,7 +102,7 @@ class _Env:
         lk = self.s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
         name = f"{metric}@{fmt_size(size, sep='') if metric not in SIZELESS else '-'},k={k:g}"
         if self.tag_calls:
-            name += f",calls={fmt_size(self.s.block, sep='')}" + ("" if self.s.cold else ",warm")
+            name += f",calls={fmt_size(self.s.block, sep='')}" + ("" if self.s.cold else ",warm") + self.tag
         self.used[name] = {"metric": metric, "size": size, "k": k, "hosts": self.hosts, "value": lk.value,
                            "source": lk.source, "note": lk.note, "block": self.s.block}
         return lk.value
@@ -174,6 +175,31 @@ def _size_points(stage, size) -> dict:
     for t, pts in q.items():
         if t in size and pts and sum(pts) > 0 and len(pts) > 1:
             out[t] = ([max(1.0, x) for x in pts], size[t] / (sum(pts) / len(pts)))
+    return out
+
+
+def _later_ops(stage, surface, env, ops, size) -> dict:
+    """term -> (k -> mean cost of an op of a process opening f files in turn, over the cost of its first), from
+    an envelope of one file per process (this one) and one of n files per process: the first costs 1/T1, each
+    later one c = (n/Tn - 1/T1)/(n - 1), held between 0 and 1/T1. Empty when the stage's processes open one file
+    each, no such pair of envelopes was given, or a size is beyond the many-file envelope's."""
+    f = stage.files_per_process or 0.0
+    if f <= 1 or surface.ops_per_proc != 1:
+        return {}
+    out = {}
+    for t in ops:
+        m = TERM_METRIC[t]
+        many = surface.many_files(m) if m != "Tm" else None
+        if many is None or size[t] > many.grid_for(m, stage.hosts)[1].sizes[-1]:
+            continue
+        n = many.ops_per_proc or 16
+        menv = _Env(many, env.hosts, env.clamp, env.used, tag=f",files/proc={n}")
+
+        def factor(kk, m=m, t=t, menv=menv, n=n):
+            first = 1.0 / env.get(m, size[t], kk)
+            nxt = min(first, max(0.0, (n / menv.get(m, size[t], kk) - first) / (n - 1)))
+            return (first + (f - 1) * nxt) / f / first
+        out[t] = factor
     return out
 
 
@@ -309,6 +335,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     warm = _warm_shares(stage, surface, ops) if "warm_reads" in on else {}
     warm_envs = {t: env.at_calls(calls[t] if "call_size" in on else None, warm=True, metric=TERM_METRIC[t])
                  for t in warm}
+    later = _later_ops(stage, surface, env, ops, size) if "first_op" in on else {}
 
     def rate_in(e, t, kk):
         m = TERM_METRIC[t]
@@ -334,6 +361,8 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                 out[t] = 1.0 / (f / rate_in(warm_envs[t], t, kk) + (1 - f) / rate_in(envs[t], t, kk))
             else:
                 out[t] = rate_in(envs[t], t, kk)
+            if t in later:
+                out[t] /= later[t](kk)
         return out
 
     def round_time(kk):

@@ -64,6 +64,7 @@ class EnvelopeSurface:
         self.block = 1 << 20      # bytes per read/write call of the envelope's ops
         self.others: list = []    # surfaces of the same file system measured with other bytes per call or caches
         self.cold = True          # reads kept from every cache (False: measured with --drop-caches off)
+        self.ops_per_proc = None  # files each process opened in turn (None: mtcenvelope's default, up to 16)
 
     # ---- fit ---------------------------------------------------------------------------------------------------------
     def fit(self, points) -> "EnvelopeSurface":
@@ -120,7 +121,8 @@ class EnvelopeSurface:
         to bytes_per_call (in log scale; a tie keeps the first). Small calls cost more per byte on a FUSE mount,
         so an op is best looked up in an envelope measured with calls of its own size."""
         need = {metric, BANDWIDTH_OF.get(metric)} - {None}
-        every = [s for s in [self, *self.others] if need <= s.metrics()] or [self]
+        every = [s for s in [self, *self.others] if need <= s.metrics() and s.ops_per_proc == self.ops_per_proc] \
+            or [self]
         pool = [s for s in every if s.cold != warm] or [s for s in every if s.cold == self.cold]
         if not bytes_per_call or bytes_per_call <= 0:
             return pool[0]
@@ -129,12 +131,19 @@ class EnvelopeSurface:
     def has_warm(self) -> bool:
         return any(not s.cold for s in [self, *self.others])
 
+    def many_files(self, metric: str) -> "EnvelopeSurface | None":
+        """Of `others`, one measured with more files per process than this one (cold, with `metric`): the
+        refined model's first_op takes from it what a process's later ops cost next to its first."""
+        mine = self.ops_per_proc or 16
+        more = [s for s in self.others if s.cold and metric in s.metrics() and (s.ops_per_proc or 16) > mine]
+        return max(more, key=lambda s: s.ops_per_proc or 16) if more else None
+
     def replicate(self, rng) -> "EnvelopeSurface":
         """A bootstrap replicate: every cell's mean over its repeats resampled with replacement."""
         rep = EnvelopeSurface()
         rep.grids, rep._shared, rep._rng, rep.block = self.grids, self._shared, rng, self.block
         rep.others = [o.replicate(rng) for o in self.others]
-        rep.cold = self.cold
+        rep.cold, rep.ops_per_proc = self.cold, self.ops_per_proc
         for key, g in self.grids.items():
             rep._means[key] = {ck: sum(rng.choice(v) for _ in v) / len(v) for ck, v in g.cells.items()}
         return rep

@@ -43,6 +43,8 @@ def test_model_values(wf_yaml):
     assert s1.shared.files_per_task == 1 and s2.shared.files_per_task is None
     # S2 reads what S1 wrote (out3, out): warm; S1 reads inputs that were there before the run
     assert (s2.read.warm_fraction, s1.read.warm_fraction, s1.shared.warm_fraction) == (1.0, 0.0, 0.0)
+    # data files per process: S1's five cats/wc open 2, 1, 1, 2, 2 files; S2's cat reads out3, out, writes final
+    assert (s1.files_per_process, s2.files_per_process) == (1.6, 3.0)
     assert s1.shared.op_size_quantiles == [5000] * 5 and s2.write.op_size_quantiles == [5012] * 5
     assert s1.read.alpha is None                      # no Gfarm: locality unknown
     assert s1.write.bytes_per_task.max == 5000 and s1.metadata.creates_per_task == 1.5

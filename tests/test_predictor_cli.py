@@ -170,7 +170,7 @@ def test_second_envelope_at_the_stage_call_size(tmp_path):
     _, off = stage("--envelope", big, "--envelope", small, "--refine=-call_size")
     assert off["write_s"] == pytest.approx(one["write_s"], rel=1e-9)
     r = predict(MONTAGE, "--envelope", big, "--envelope", big)
-    assert r.returncode == 2 and "were both measured with 1,048,576-byte calls and cold reads" in r.stderr, r.stderr
+    assert r.returncode == 2 and "were both measured with 1,048,576-byte calls, cold reads" in r.stderr, r.stderr
 
 
 def test_envelope_lacking_a_metric_is_named(tmp_path):

@@ -385,3 +385,24 @@ def test_an_envelope_without_a_terms_metric_is_passed_over():
     p = predict_stage(st, big, "refined")
     assert p.write_s == pytest.approx(4 * 4 / 20, rel=1e-9)      # writes from the 2,880-byte envelope
     assert p.read_s == pytest.approx(4 / 20, rel=1e-9)           # reads (local and remote) from the one that has them
+
+
+def test_first_op_of_a_process_costs_more_than_its_next():
+    one = EnvelopeSurface().fit(sqrt_points())            # one file per process: T = 10 sqrt(k)
+    one.ops_per_proc = 1
+    many = EnvelopeSurface().fit([dict(p, value=p["value"] * 2.5) for p in sqrt_points()])
+    many.ops_per_proc = 16                                 # 16 files per process: 2.5x the op rate
+    st = Stage(name="r", tasks=4, hosts=2, procs_per_host=2,
+               read=Read(bytes_per_task=Dist(10 * KiB, 10 * KiB, 10 * KiB), files_per_task=10,
+                         file_size=Dist(KiB, KiB, KiB), alpha=1.0))
+    base = predict_stage(st, one, "refined").read_s         # no many-file envelope: every op a first one
+    assert base == pytest.approx(10 * 4 / 20, rel=1e-9)
+    one.others = [many]
+    assert predict_stage(st, one, "refined").read_s == pytest.approx(base, rel=1e-9)   # files_per_process unknown
+    st.files_per_process = 10
+    p = predict_stage(st, one, "refined")
+    first = 1.0
+    nxt = (16 / 2.5 - first) / 15                          # in units of 1/T(k)
+    assert p.read_s == pytest.approx(base * (first + 9 * nxt) / 10, rel=1e-9)
+    assert any(n.endswith(",files/proc=16") for n in p.lookups)
+    assert predict_stage(st, one, "refined", set(REFINEMENTS) - {"first_op"}).read_s == pytest.approx(base)

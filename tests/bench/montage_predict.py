@@ -1,7 +1,7 @@
 """Benchmark: mtcpredict's accuracy on real Montage runs — every stage measured vs predicted.
 
 On a 4-host testbed: quick envelope sweeps (one file per process, one per --block: the envelope's bytes per
-call, and one of warm reads, --drop-caches off), then for tiles x hosts the Montage workflow traced under Rake with the plugin and placement (2 slots per
+call, one of warm reads, --drop-caches off, one of 16 files per process), then for tiles x hosts the Montage workflow traced under Rake with the plugin and placement (2 slots per
 host), each configuration --repeat times; `mtcprof model` of every run, and `mtcpredict --validate` of each run
 from the model of another run of its configuration, with every envelope (faithful, refined and, once two runs are
 validated, calibrated: a ridge fit on the runs validated before it only). The spread of the configuration's runs
@@ -27,6 +27,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 from montage_example import bench, prepare  # noqa: E402
+from mtcio.envelope.points import parse_size  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 SIZES = "1k,4k,12k,16k,48k,64k,96k,128k,256k,1m,4m"
@@ -64,6 +65,13 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                "--ops-per-proc", str(a.ops_per_proc or 1), "--drop-caches", "off",
                "--metrics", "T1L,B1L,T1R,B1R,TN,BN")
             print(f"envelope env-warm (reads a page cache may serve): {time.monotonic() - t:.0f} s", flush=True)
+        if a.many_files:
+            t = time.monotonic()
+            small = ",".join(x for x in a.sizes.split(",") if parse_size(x) <= 256 << 10)
+            sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", "env-many",
+               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--sizes", small, *SWEEP,
+               "--ops-per-proc", "16", "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN")
+            print(f"envelope env-many (16 files per process): {time.monotonic() - t:.0f} s", flush=True)
         for k in tiles:
             src = os.path.join(work, f"src{k}")
             pairs = prepare.prepare(src, "demo", tiles=k, width=w, height=h)
@@ -86,7 +94,8 @@ def models(db, work, runs):
 
 
 def envelope_names(a):
-    return [f"env-{b}" for b in a.block.split(",")] + (["env-warm"] if a.warm else [])
+    return [f"env-{b}" for b in a.block.split(",")] + (["env-warm"] if a.warm else []) + \
+        (["env-many"] if a.many_files else [])
 
 
 def predict_all(a, work, db, runs, w, h, measured_envs=None):
@@ -201,6 +210,9 @@ def main():
     ap.add_argument("--no-warm", dest="warm", action="store_false",
                     help="no envelope of warm reads (--drop-caches off; the refined model's warm_reads uses it for "
                          "the bytes a stage reads of files the run wrote)")
+    ap.add_argument("--no-many-files", dest="many_files", action="store_false",
+                    help="no envelope of 16 files per process (sizes <= 256 KiB; the refined model's first_op uses it "
+                         "for stages whose processes open several files in turn)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
