@@ -1,8 +1,8 @@
 """Benchmark: mtcpredict's accuracy on real Montage runs — every stage measured vs predicted.
 
 On a 4-host testbed: quick envelope sweeps (one file per process, one per --block: the envelope's bytes per
-call, one of warm reads, --drop-caches off, one of 16 files per process), then for tiles x hosts the Montage workflow traced under Rake with the plugin and placement (2 slots per
-host), each configuration --repeat times; `mtcprof model` of every run, and `mtcpredict --validate` of each run
+call, one of warm reads, --drop-caches off, one of 16 files per process), then for tiles x hosts the Montage
+workflow traced under Rake with the plugin and placement (2 slots per host), each configuration --repeat times; `mtcprof model` of every run, and `mtcpredict --validate` of each run
 from the model of another run of its configuration, with every envelope (faithful, refined and, once two runs are
 validated, calibrated: a ridge fit on the runs validated before it only). The spread of the configuration's runs
 is printed beside every error.
