@@ -233,17 +233,24 @@ def aggregate(runs_or_records: Iterable[EngineRun | OpRecord]) -> Aggregate:
                      nbytes / span if span > 0 else math.inf, errors)
 
 
+def measured_together(metric: str) -> list[str]:
+    """The metrics one engine run gives with `metric`: Tm or Ts alone, a throughput metric with its bandwidth
+    twin (T1L -> [T1L, B1L], B1L -> [T1L, B1L])."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}")
+    if metric in ("Tm", "Ts"):
+        return [metric]
+    t = metric if metric in PAIRS else {b: t for t, b in PAIRS.items()}[metric]
+    return [t, PAIRS[t]]
+
+
 def points_from_runs(metric: str, runs: Sequence[EngineRun], *, file_size: int,
                      procs_per_host: int, hosts: int, repeat: int,
                      config: dict[str, Any] | None = None) -> list[Point]:
     """The point(s) of one measurement: Tm or Ts alone, or a throughput metric with its bandwidth
     twin (T1L -> T1L + B1L ...). Any failed op makes the measurement a failed point whose
     error names the reasons (the orchestrator records it and goes on)."""
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}")
-    t_metric = metric if metric in PAIRS or metric in ("Tm", "Ts") else \
-        {b: t for t, b in PAIRS.items()}[metric]
-    metrics = [t_metric] if t_metric in ("Tm", "Ts") else [t_metric, PAIRS[t_metric]]
+    metrics = measured_together(metric)
     agg = aggregate(runs)
     cfg = dict(config or {})
     cfg.update({"engine_ops": agg.ops, "engine_failed": agg.failed, "ops": agg.ok,

@@ -49,7 +49,7 @@ from typing import Any, Callable, Sequence
 
 from . import engine as eng
 from .agent import Agent, AgentError, Result, run_many
-from .points import KiB, MiB, METRICS, PAIRS, ParseError, Point
+from .points import KiB, MiB, METRICS, ParseError, Point
 from .stats import ci90
 
 DEFAULT_SIZES = [1 * KiB, 128 * KiB, 1 * MiB, 16 * MiB]
@@ -869,10 +869,8 @@ class Measurer:
 
 
 def _failed(metric, size, ppn, h, rep, err, cfg) -> list[Point]:
-    t = metric if metric in ("Tm", "Ts") or metric in PAIRS else \
-        {b: t for t, b in PAIRS.items()}[metric]
-    ms = [t] if t in ("Tm", "Ts") else [t, PAIRS[t]]
-    return [Point.failed(m, size, ppn, h, rep, "native", err, eng_version(), cfg) for m in ms]
+    return [Point.failed(m, size, ppn, h, rep, "native", err, eng_version(), cfg)
+            for m in eng.measured_together(metric)]
 
 
 def eng_version() -> str:
