@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     over = {"tiles": a.tiles}
     if a.size:
         try:
-            over["width"], over["height"] = (int(v) for v in a.size.lower().split("x"))
+            over["width"], over["height"] = skymod.parse_tile_size(a.size)
         except ValueError:
             p.error(f"--size must be WIDTHxHEIGHT, got {a.size!r}")
     try:

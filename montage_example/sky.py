@@ -150,6 +150,12 @@ def make_sky(folder: str, tiles: int = 9, width: int = 256, height: int = 256, o
     return sky
 
 
+def parse_tile_size(text: str) -> tuple[int, int]:
+    """'WIDTHxHEIGHT' (pixels) -> (width, height); ValueError otherwise."""
+    w, h = (int(v) for v in text.lower().split("x"))
+    return w, h
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="montage_example.sky", description=__doc__.split("\n\n")[0])
     p.add_argument("out_dir")
@@ -164,7 +170,7 @@ def main(argv=None) -> int:
         kw["tiles"] = a.tiles
     if a.size:
         try:
-            w, h = (int(v) for v in a.size.lower().split("x"))
+            w, h = parse_tile_size(a.size)
         except ValueError:
             p.error(f"--size must be WIDTHxHEIGHT, got {a.size!r}")
         kw.update(width=w, height=h)

@@ -26,7 +26,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from montage_example import bench, prepare  # noqa: E402
+from montage_example import bench, prepare, sky  # noqa: E402
 from mtcio.envelope.points import parse_size  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
@@ -113,13 +113,14 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
     by_config = {}
     for r in runs:
         by_config.setdefault(r.get("config", r["run"]), []).append(r)
+    spreads = {c: stage_spread(db, work, [r["run"] for r in g]) if len(g) > 1 else {} for c, g in by_config.items()}
     for r0 in runs:
         run = r0["run"]
         group = by_config[r0.get("config", run)]
         src = next((r for r in group if r["run"] != run), r0)     # the other run's model (itself if alone)
         res = predict(db, work, src["run"], run, envs, a.predict_args, calibrate=len(validated) >= 2)
         validated.append(run)
-        spread = stage_spread(db, work, [r["run"] for r in group]) if len(group) > 1 else {}
+        spread = spreads[r0.get("config", run)]
         print(f"\n== {r0['tiles']} tiles ({w}x{h}), {r0['overlaps']} overlaps, {r0['hosts']} hosts x 2 slots: run "
               f"{run}, wall {r0['wall']:.1f} s; model of {src['run']}; envelopes {', '.join(envs)}", flush=True)
         print(f"{'stage':<12}{'N':>5}{'measured s':>11}{'spread %':>9}" + "".join(
@@ -224,7 +225,7 @@ def main():
         work = a.predict_only
         with open(os.path.join(work, "runs.json")) as f:
             kept = json.load(f)
-        w, h = (int(x) for x in kept["size"].split("x"))
+        w, h = sky.parse_tile_size(kept["size"])
         db = os.path.join(work, "bench.db")
         models(db, work, kept["runs"])
         predict_all(a, work, db, kept["runs"], w, h, kept.get("envelopes"))
@@ -232,7 +233,7 @@ def main():
         return
     tiles = [int(x) for x in a.tiles.split(",")]
     hostcounts = [int(x) for x in a.hosts.split(",")]
-    w, h = (int(x) for x in a.size.split("x"))
+    w, h = sky.parse_tile_size(a.size)
     work = a.keep or tempfile.mkdtemp(prefix="mtcmontage-predict.")
     os.makedirs(work, exist_ok=True)
     os.chmod(work, 0o755)
