@@ -31,18 +31,19 @@ def _f(x):
     return None if math.isnan(x) else x
 
 
-QUANTILES = (0.1, 0.3, 0.5, 0.7, 0.9)
+QUANTILES = tuple((i + 0.5) / 10 for i in range(10))   # midpoints of ten equal-weight bins
 
 
 def _op_sizes(df, nbytes: str):
     """Bytes one op moves (a task's bytes on one file, at most the file's size: a re-read of a cached part
-    moves nothing new) at equal-weight points of their distribution. Envelopes are not smooth in size
-    (gfarm2fs: ~45 ms per op from 16 KiB to 64/128 KiB, ~2 ms either side), so a mean can land on the wrong side."""
+    moves nothing new) at equal-weight points of their distribution, each a size that occurred. Envelopes are not
+    smooth in size (gfarm2fs: ~45 ms per op from 16 KiB to 64/128 KiB, ~2 ms either side), so neither a mean nor
+    a point between two sizes (a 304 B and a 27 KB file: 13.8 KB) may stand for them."""
     if not len(df):
         return None
     v = np.minimum(df[nbytes].to_numpy(dtype=float), df["size"].fillna(np.inf).to_numpy(dtype=float))
     v = v[~np.isnan(v)]
-    return [_num(x) for x in np.quantile(v, QUANTILES)] if len(v) else None
+    return [_num(x) for x in np.quantile(v, QUANTILES, method="inverted_cdf")] if len(v) else None
 
 
 def _files_per_process(s: Store, run, scope: str) -> dict:
@@ -60,6 +61,11 @@ def _warm(df, made: set):
     """Fraction of these bytes read from files the run wrote (intermediate data, often still in a page cache)."""
     total = df["bytes_read"].sum() if len(df) else 0
     return _round(df.loc[df["key"].isin(made), "bytes_read"].sum() / total) if total else None
+
+
+def _opens(df):
+    """Mean opens of a file by a task over these task-file pairs (cfitsio opens a FITS file 2-6 times)."""
+    return _round(df["opens"].sum() / len(df)) if len(df) and df["opens"].sum() > 0 else None
 
 
 def _dist(values) -> Dist | None:
@@ -128,12 +134,14 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                     alpha_files=_f(st["alpha_files"]),
                     reread_factor=_f(one["bytes_read"].sum() / one["size"].sum()) if len(one) and
                     one["size"].sum() > 0 else None, bytes_per_call=_per_call(one, "bytes_read", "reads"),
-                    op_size_quantiles=_op_sizes(one, "bytes_read"), warm_fraction=_warm(one, made))
+                    op_size_quantiles=_op_sizes(one, "bytes_read"), warm_fraction=_warm(one, made),
+                    opens_per_file=_opens(one))
         sh = Shared(files=int(shared["key"].nunique()), bytes=int(st["shared_size"]),
                     bytes_read_per_task=_num(per(shared, "bytes_read").mean()), alpha=_f(st["alpha_shared"]),
                     files_per_task=_num(cnt(shared).mean()) if len(shared) else None,
                     bytes_per_call=_per_call(shared, "bytes_read", "reads"),
-                    op_size_quantiles=_op_sizes(shared, "bytes_read"), warm_fraction=_warm(shared, made))
+                    op_size_quantiles=_op_sizes(shared, "bytes_read"), warm_fraction=_warm(shared, made),
+                    opens_per_file=_opens(shared))
         wr = Write(bytes_per_task=_dist(per(w, "bytes_written")), files_per_task=_num(cnt(w).mean()),
                    file_size=_dist(w.drop_duplicates("key")["size"]), local_fraction=_f(st["write_local"]),
                    bytes_per_call=_per_call(w, "bytes_written", "writes"),

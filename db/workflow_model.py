@@ -29,9 +29,10 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           alpha_files: FLOAT in [0,1]?       # same, by task-file pairs
           reread_factor: FLOAT?              # bytes read / file size over task-file pairs (1 = read once)
           bytes_per_call: FLOAT?             # mean bytes per read call on these files
-          op_size_quantiles: [FLOAT, ..]?    # bytes per op (task x file, at most the file) at the 10/30/50/70/90th
-                                             # percentiles: equal-weight points of their distribution
+          op_size_quantiles: [FLOAT, ..]?    # bytes per op (task x file, at most the file) at equal-weight points of
+                                             # their distribution (mtcprof model: ten, sizes that occurred)
           warm_fraction: FLOAT in [0,1]?     # of these bytes, the share read from files the run wrote
+          opens_per_file: FLOAT?             # opens of one of these files by one task (mean over task-file pairs)
         shared:                        # N-to-1 reads (file read by >= 2 tasks of the stage)
           files: INT                         # count of shared files
           bytes: INT                         # D_N: summed size of the shared files
@@ -41,6 +42,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           bytes_per_call: FLOAT?             # mean bytes per read call on these files
           op_size_quantiles: [FLOAT, ..]?
           warm_fraction: FLOAT in [0,1]?
+          opens_per_file: FLOAT?
         write:
           bytes_per_task: {min, mean, max}   # D of the write formulas
           files_per_task: FLOAT
@@ -110,6 +112,7 @@ class Read:
     bytes_per_call: float | None = None
     op_size_quantiles: list | None = None
     warm_fraction: float | None = None
+    opens_per_file: float | None = None
 
 
 @dataclass
@@ -122,6 +125,7 @@ class Shared:
     bytes_per_call: float | None = None
     op_size_quantiles: list | None = None
     warm_fraction: float | None = None
+    opens_per_file: float | None = None
 
 
 @dataclass

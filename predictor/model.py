@@ -15,7 +15,7 @@ from . import formulas
 from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
-               "call_size", "size_spread", "balance", "warm_reads", "first_op")
+               "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -165,7 +165,7 @@ def _call_sizes(stage) -> dict:
             "meta": None}
 
 
-def _size_points(stage, size) -> dict:
+def _size_points(stage, size, reopen) -> dict:
     """term -> (op sizes at the equal-weight points of their distribution (the model's op_size_quantiles), the
     op size charged over their mean: an op's time at its own size, times that ratio for re-reads and the like);
     terms without quantiles are left out."""
@@ -174,20 +174,25 @@ def _size_points(stage, size) -> dict:
     out = {}
     for t, pts in q.items():
         if t in size and pts and sum(pts) > 0 and len(pts) > 1:
+            if t in reopen:
+                pts = [_per_open(x, reopen[t]) for x in pts]
             out[t] = ([max(1.0, x) for x in pts], size[t] / (sum(pts) / len(pts)))
     return out
 
 
-def _later_ops(stage, surface, env, ops, size) -> dict:
+def _later_ops(stage, surface, env, ops, size, reopen) -> dict:
     """term -> (k -> mean cost of an op of a process opening f files in turn, over the cost of its first), from
     an envelope of one file per process (this one) and one of n files per process: the first costs 1/T1, each
     later one c = (n/Tn - 1/T1)/(n - 1), held between 0 and 1/T1. Empty when the stage's processes open one file
-    each, no such pair of envelopes was given, or a size is beyond the many-file envelope's."""
-    f = stage.files_per_process or 0.0
-    if f <= 1 or surface.ops_per_proc != 1:
+    each, no such pair of envelopes was given, or a size is beyond the many-file envelope's. A re-opened file
+    (refinement reopen) is as many ops of the process."""
+    if surface.ops_per_proc != 1:
         return {}
     out = {}
     for t in ops:
+        f = (stage.files_per_process or 0.0) * reopen.get(t, 1.0)
+        if f <= 1:
+            continue
         m = TERM_METRIC[t]
         many = surface.many_files(m) if m != "Tm" else None
         if many is None or size[t] > many.grid_for(m, stage.hosts)[1].sizes[-1]:
@@ -195,12 +200,29 @@ def _later_ops(stage, surface, env, ops, size) -> dict:
         n = many.ops_per_proc or 16
         menv = _Env(many, env.hosts, env.clamp, env.used, tag=f",files/proc={n}")
 
-        def factor(kk, m=m, t=t, menv=menv, n=n):
+        def factor(kk, m=m, t=t, menv=menv, n=n, f=f):
             first = 1.0 / env.get(m, size[t], kk)
             nxt = min(first, max(0.0, (n / menv.get(m, size[t], kk) - first) / (n - 1)))
             return (first + (f - 1) * nxt) / f / first
         out[t] = factor
     return out
+
+
+READAHEAD = 128 * 1024   # what a read after open fetches at least on a FUSE mount (Linux's default window)
+
+
+def _per_open(x, opens):
+    """Bytes one open of a file re-opened `opens` times moves: gfarm2fs drops the page cache at open, so every
+    open fetches again what it reads, at least the readahead window (the whole file when smaller: a 26 KB FITS
+    file opened twice costs two 26 KB ops, ~45 ms each on the testbed, not one)."""
+    return x if x <= READAHEAD else max(x / opens, float(READAHEAD))
+
+
+def _opens(stage, ops) -> dict:
+    """read term -> opens of a file by a task (> 1 only)."""
+    o = {"read_local": stage.read.opens_per_file, "read_remote": stage.read.opens_per_file,
+         "read_shared": stage.shared.opens_per_file}
+    return {t: v for t, v in o.items() if t in ops and v and v > 1}
 
 
 def _warm_shares(stage, surface, ops) -> dict:
@@ -318,6 +340,9 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         ops["read_shared"], size["read_shared"] = split(D_N, nsh)
     if need["write"]:
         ops["write"], size["write"] = split(D_w, w.files_per_task)
+    reopen = _opens(stage, ops) if "reopen" in on and "files" in on else {}
+    for t, o in reopen.items():
+        ops[t], size[t] = ops[t] * o, _per_open(size[t], o)
     n_stat = 0.0          # of the extra metadata ops, stats of existing files (at Ts when the envelope has it)
     if "metadata" in on:
         data_opens = sum(ops.values())
@@ -331,11 +356,11 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                 notes.append("the envelope has no stat rate (Ts): stats charged as creates (Tm)")
     ops = {t: n for t, n in ops.items() if n > 0}
     envs = {t: (env.at_calls(calls[t], metric=TERM_METRIC[t]) if "call_size" in on else env) for t in ops}
-    spread = _size_points(stage, size) if "size_spread" in on else {}
+    spread = _size_points(stage, size, reopen) if "size_spread" in on else {}
     warm = _warm_shares(stage, surface, ops) if "warm_reads" in on else {}
     warm_envs = {t: env.at_calls(calls[t] if "call_size" in on else None, warm=True, metric=TERM_METRIC[t])
                  for t in warm}
-    later = _later_ops(stage, surface, env, ops, size) if "first_op" in on else {}
+    later = _later_ops(stage, surface, env, ops, size, reopen) if "first_op" in on else {}
 
     def rate_in(e, t, kk):
         m = TERM_METRIC[t]

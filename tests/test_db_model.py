@@ -45,7 +45,11 @@ def test_model_values(wf_yaml):
     assert (s2.read.warm_fraction, s1.read.warm_fraction, s1.shared.warm_fraction) == (1.0, 0.0, 0.0)
     # data files per process: S1's five cats/wc open 2, 1, 1, 2, 2 files; S2's cat reads out3, out, writes final
     assert (s1.files_per_process, s2.files_per_process) == (1.6, 3.0)
-    assert s1.shared.op_size_quantiles == [5000] * 5 and s2.write.op_size_quantiles == [5012] * 5
+    assert s1.shared.op_size_quantiles == [5000] * 10 and s2.write.op_size_quantiles == [5012] * 10
+    # S2's ops are out3 (5000 B) and out (12 B): each half of the points is a size that occurred, none between
+    assert s2.read.op_size_quantiles == [12] * 5 + [5000] * 5
+    # t1 opens `in` twice (two cats) and in2 twice, t2 in2 once
+    assert (s1.read.opens_per_file, s1.shared.opens_per_file, s2.read.opens_per_file) == (2.0, 1.5, 1.0)
     assert s1.read.alpha is None                      # no Gfarm: locality unknown
     assert s1.write.bytes_per_task.max == 5000 and s1.metadata.creates_per_task == 1.5
     assert (s2.tasks, s2.read.bytes_per_task.mean, s2.shared.files, s2.write.bytes_per_task.mean) == (1, 5012, 0, 5012)

@@ -305,6 +305,31 @@ def test_size_spread_averages_op_time_over_the_size_distribution():
     assert at_mean.write_s == pytest.approx(1 / 2.0, rel=1e-9)   # 44.8 KiB: below the step at 64 KiB, 16 KiB's rate
 
 
+def test_reopen_charges_every_open_of_a_file():
+    """cfitsio opens a FITS file 2-6 times; gfarm2fs drops the page cache at open, so each open fetches again:
+    a 26 KB file opened twice is two 26 KB ops; a 512 KiB file opened 4 times is 4 ops of 128 KiB (its bytes
+    split over the opens, at least the readahead window)."""
+    pts = []
+    for ppn in (1, 2):
+        T = {KiB: 500.0, 16 * KiB: 20.0, 64 * KiB: 400.0, 128 * KiB: 300.0, 512 * KiB: 100.0}
+        pts += _pts("T1L", T, 1, ppn) + _pts("B1L", {s: v * s for s, v in T.items()}, 1, ppn)
+        pts += _pts("Tm", {0: 1000.0}, 1, ppn)
+    surf = EnvelopeSurface().fit(pts)
+
+    def stage(size, opens):
+        return Stage(name="r", tasks=1, hosts=1, procs_per_host=1,
+                     read=Read(bytes_per_task=Dist(size, size, size), files_per_task=1, alpha=1.0,
+                               file_size=Dist(size, size, size), opens_per_file=opens),
+                     metadata=Metadata(ops_per_task=opens, opens_per_task=opens))
+    off = set(REFINEMENTS) - {"reopen"}
+    assert predict_stage(stage(26000, 2), surf, "refined").read_s == pytest.approx(2 / 20.0, rel=1e-9)
+    one = predict_stage(stage(26000, 2), surf, "refined", off)
+    assert one.read_s == pytest.approx(1 / 20.0, rel=1e-9) and one.meta_s == pytest.approx(1 / 1000.0)
+    assert predict_stage(stage(512 * KiB, 4), surf, "refined").read_s == pytest.approx(4 / 300.0, rel=1e-9)
+    assert predict_stage(stage(512 * KiB, 4), surf, "refined", off).read_s == pytest.approx(1 / 100.0, rel=1e-9)
+    assert predict_stage(stage(26000, 1), surf, "refined").read_s == pytest.approx(1 / 20.0, rel=1e-9)
+
+
 def test_steps_in_size_hold_the_smaller_sizes_op_rate():
     """A jump of more than 3x beyond the roofline's slopes is a threshold at the larger size."""
     pts = []
