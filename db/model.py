@@ -123,8 +123,10 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
         t = tasks[tasks["stage"].fillna("") == (name or "")]
         f = tf[tf["stage"].fillna("") == (name or "")]
         ids = t["id"]
-        one = f[f["read"] & (f["read_class"] == "1-1")]
-        shared = f[f["read"] & (f["read_class"] == "N-1")]
+        # a file the task itself writes and reads back (cfitsio reads a block of its output) is its write op
+        rd = f["read"] & ~f["written"]
+        one = f[rd & (f["read_class"] == "1-1")]
+        shared = f[rd & (f["read_class"] == "N-1")]
         w = f[f["written"]]
         n = len(t)
         per = lambda df, col: df.groupby("task_id")[col].sum().reindex(ids, fill_value=0)  # noqa: E731

@@ -7,7 +7,9 @@ Concurrency k is the total number of processes doing I/O at once (hosts x proces
 envelope's `nprocs`. Values of one host count form a grid over (file size, k); the host count used is
 the stage's own when measured, else the nearest one (the lookup then says so).
 
-- measured: exactly at a grid point (mean over ok repeats);
+- measured: exactly at a grid point (harmonic mean over ok repeats: a rate stands for the time per op or byte,
+  and times average; gfarm2fs stalls ~45 ms now and then: repeats of 140, 21, 20 ops/s are 60 by the arithmetic
+  mean, 28 by the time per op);
 - interpolated: bilinear in log(size) x log(k) of log(value): exact at grid points and monotone
   between neighbours along each axis; except across a step in size (the op rate changing by more than 3x
   beyond what the roofline's slopes explain), where sizes below the larger point keep the smaller one's op rate;
@@ -20,7 +22,7 @@ the stage's own when measured, else the nearest one (the lookup then says so).
   regression on log size x log k -> log value (scikit-learn, imported only then).
 Every non-measured value carries a note naming the metric and how far out it is.
 
-`replicate(rng)` gives a surface whose cells are means of repeats resampled with replacement (and
+`replicate(rng)` gives a surface whose cells are (harmonic) means of repeats resampled with replacement (and
 extrapolated values drawn from the GP posterior): the bootstrap behind the prediction intervals.
 """
 from __future__ import annotations
@@ -82,7 +84,7 @@ class EnvelopeSurface:
             cells.setdefault(key, {}).setdefault((int(r["file_size"]), hosts * ppn), []).append(v)
         for key, c in cells.items():
             self.grids[key] = _Grid(sorted({s for s, _ in c}), sorted({k for _, k in c}), c)
-            self._means[key] = {ck: sum(v) / len(v) for ck, v in c.items()}
+            self._means[key] = {ck: _hmean(v) for ck, v in c.items()}
         return self
 
     def metrics(self) -> set:
@@ -145,7 +147,7 @@ class EnvelopeSurface:
         rep.others = [o.replicate(rng) for o in self.others]
         rep.cold, rep.ops_per_proc = self.cold, self.ops_per_proc
         for key, g in self.grids.items():
-            rep._means[key] = {ck: sum(rng.choice(v) for _ in v) / len(v) for ck, v in g.cells.items()}
+            rep._means[key] = {ck: _hmean([rng.choice(v) for _ in v]) for ck, v in g.cells.items()}
         return rep
 
     # ---- lookup ------------------------------------------------------------------------------------------------------
@@ -257,6 +259,10 @@ def _snap(x, xs):
         if abs(x - v) <= 1e-9 * max(abs(v), 1):
             return v
     return x
+
+
+def _hmean(v) -> float:
+    return len(v) / sum(1.0 / x for x in v)
 
 
 def _fit_gp(means: dict):
