@@ -31,7 +31,7 @@ from mtcio.envelope.points import parse_size  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 SIZES = "1k,4k,12k,16k,48k,64k,96k,128k,256k,1m,4m"
-SWEEP = ["--procs", "1,2", "--repeat", "3", "--precision", "0", "--quiet"]
+SWEEP = ["--procs", "1,2", "--precision", "0", "--quiet"]
 
 
 def sh(*argv):
@@ -50,18 +50,19 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     """One testbed session: the envelopes, then every Montage run (each configuration --repeat times, in turn);
     returns the runs."""
     runs = []
+    sweep = [*SWEEP, "--repeat", str(a.sweep_repeat)]
     with bench.testbed_session(4) as bed:
         for i, blk in enumerate(a.block.split(",")):
             t = time.monotonic()
             sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", f"env-{blk}",
                "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--block", blk,
-               "--sizes", a.sizes, *SWEEP, *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
+               "--sizes", a.sizes, *sweep, *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
                *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []))   # metadata: from the first
             print(f"envelope env-{blk}: {time.monotonic() - t:.0f} s", flush=True)
         if a.warm:
             t = time.monotonic()
             sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", "env-warm",
-               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--sizes", a.sizes, *SWEEP,
+               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--sizes", a.sizes, *sweep,
                "--ops-per-proc", str(a.ops_per_proc or 1), "--drop-caches", "off",
                "--metrics", "T1L,B1L,T1R,B1R,TN,BN")
             print(f"envelope env-warm (reads a page cache may serve): {time.monotonic() - t:.0f} s", flush=True)
@@ -69,7 +70,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
             t = time.monotonic()
             small = ",".join(x for x in a.sizes.split(",") if parse_size(x) <= 256 << 10)
             sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", "env-many",
-               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--sizes", small, *SWEEP,
+               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--sizes", small, *sweep,
                "--ops-per-proc", "16", "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN")
             print(f"envelope env-many (16 files per process): {time.monotonic() - t:.0f} s", flush=True)
         for k in tiles:
@@ -206,6 +207,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each configuration (default 2): each is predicted from another's workflow model "
                          "and the spread between them is printed beside every error")
+    ap.add_argument("--sweep-repeat", type=int, default=5,
+                    help="repeats of every envelope point (default 5: gfarm2fs stalls ~45 ms at random, a point's "
+                         "repeats vary by up to 15x)")
     ap.add_argument("--ops-per-proc", type=int, default=1,
                     help="files per process of the envelope's ops (default 1: an MTC task opens few files)")
     ap.add_argument("--no-warm", dest="warm", action="store_false",
