@@ -12,7 +12,6 @@ imported only then, so that `mtcprof dump` (ops_as_dicts) starts without it.
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 import stat
 import struct

@@ -154,9 +154,9 @@ def load(path_or_db: str | os.PathLike, name: str | None = None) -> pd.DataFrame
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per metric x size x procs x hosts: n ok, failed, mean, std, min, max, the 90 % interval
-    of the mean (+-% of it) and the ops the repeats rest on."""
-    from .stats import ci90
+    """Per metric x size x procs x hosts: n ok, failed, mean (harmonic: the rate of the mean time), std, min,
+    max, the 90 % interval of the mean time (+-% of it) and the ops the repeats rest on."""
+    from .stats import ci90, hmean
     g = df.groupby(["metric", "file_size", "procs_per_host", "hosts", "unit"], sort=False)
     rows = []
     for (m, s, p, h, u), x in g:
@@ -165,7 +165,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         ops = [c.get("ops") for c in x["config"]]
         rows.append({"metric": m, "file_size": s, "ppn": p, "hosts": h, "nprocs": p * h,
                      "unit": u, "n": len(v), "failed": int((~x["ok"]).sum()),
-                     "mean": v.mean() if len(v) else math.nan,
+                     "mean": hmean(list(v)) if len(v) else math.nan,
                      "std": v.std(ddof=1) if len(v) > 1 else math.nan,
                      "min": v.min() if len(v) else math.nan,
                      "max": v.max() if len(v) else math.nan,

@@ -26,7 +26,7 @@ the reason, and the sweep goes on.
 
 Precision target (IOR's stonewalling idea applied to repeats): a point (metric x size x
 processes per host x hosts) is repeated at least ``repeat`` times, then until the 90 %
-interval of its mean throughput is within +-``precision`` of the mean, or its time budget is
+interval of its mean time per op (or byte) is within +-``precision`` of it, or its time budget is
 spent, or ``max_repeat`` repeats were made. A point's time budget is ``budget_factor`` times
 what its minimum repeats took, and at most its share of what is left of the sweep's
 ``time_budget`` (the time left over the planned cost of the points left, times its own cost),
@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 from . import engine as eng
 from .agent import Agent, AgentError, Result, run_many
 from .points import KiB, MiB, METRICS, ParseError, Point
-from .stats import ci90
+from .stats import ci90, hmean
 
 DEFAULT_SIZES = [1 * KiB, 128 * KiB, 1 * MiB, 16 * MiB]
 DEFAULT_PROCS = [1, 2, 4, 8]
@@ -834,7 +834,7 @@ class Measurer:
                 ci = ci90(ok)
                 prec = {"target": self.sw.precision, "confidence": 0.9,
                         "repeats": len(pts), "repeats_ok": len(ok),
-                        "mean": sum(ok) / len(ok) if ok else None,
+                        "mean": hmean(ok) if ok else None,
                         "ci90": [ci["low"], ci["high"]] if ci else None,
                         "rel_halfwidth": ci["rel_halfwidth"] if ci else None,
                         "met": bool(ci and ci["rel_halfwidth"] <= self.sw.precision),

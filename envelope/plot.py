@@ -1,7 +1,7 @@
 """`mtcenvelope plot`: one PNG per metric (value over processes, one line per file size) and an index.html.
 
 x = total processes (procs per host x hosts; log2 axis), y = the metric (ops/s, or MiB/s for
-bandwidths), one line per file size, markers at the mean of the ok repeats (log y axis when the values span
+bandwidths), one line per file size, markers at the (harmonic) mean of the ok repeats (log y axis when the values span
 more than 20x, as bandwidths of 1 KiB and 16 MiB files do), error bars from
 min to max over the repeats; failed points are counted in the legend. A sweep over several
 host counts draws one line per (size, hosts) pair.
@@ -13,6 +13,7 @@ import math
 import os
 
 from .export import load
+from .stats import hmean
 
 TITLES = {
     "Tm": ("Fig. 5", "create throughput (metadata)"),
@@ -67,7 +68,7 @@ def plot(db: str, name: str | None, outdir: str) -> list[str]:
                 v = x.loc[x["ok"], "value"] * scale
                 nfail = int((~x["ok"]).sum())
                 if len(v):
-                    agg.append((n, v.mean(), v.min(), v.max(), nfail))
+                    agg.append((n, hmean(list(v)), v.min(), v.max(), nfail))
                 else:
                     agg.append((n, math.nan, math.nan, math.nan, nfail))
             agg.sort()

@@ -61,7 +61,7 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
                       mpi_launcher: str = "mpirun -np {nprocs}", progress: bool = True
                       ) -> dict[str, Any]:
     from mtcio.db import store as dbstore
-    from .agent import Agent, run_many
+    from .agent import Agent
     from .measure import KIND_METRICS, MeasureError, Progress, Step
 
     drv = require(tool)

@@ -2,6 +2,7 @@
 with gfwhere (by the harness and again here), the network visible at 100 Mbit/s, a gfsd killed
 mid-sweep, Ctrl-C."""
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -37,6 +38,19 @@ def npoints(db):
             con.close()
     except sqlite3.OperationalError:
         return 0
+
+
+def test_a_points_rate_is_the_rate_of_its_mean_time():
+    """gfarm2fs stalls ~45 ms at random: 140, 21 and 20 ops/s are 35 ms per op on average, 28.6 ops/s."""
+    ci = ci90([140.0, 21.0, 20.0])
+    t = (1 / 140 + 1 / 21 + 1 / 20) / 3
+    assert ci["mean"] == pytest.approx(1 / t, rel=1e-12) and round(ci["mean"], 1) == 28.6
+    assert ci["low"] < ci["mean"] < ci["high"] == math.inf        # the time's interval reaches 0
+    sd = math.sqrt(sum((1 / v - t) ** 2 for v in (140, 21, 20)) / 2)
+    assert ci["rel_halfwidth"] == pytest.approx(2.920 * sd / math.sqrt(3) / t, rel=1e-12)
+    steady = ci90([100.0, 100.0])
+    assert steady["mean"] == 100.0 and steady["rel_halfwidth"] == 0.0
+    assert ci90([5.0]) is None and ci90([0.0, 3.0])["rel_halfwidth"] == math.inf
 
 
 def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mtcio.envelope.drivers import DRIVERS, get_driver, parse_file, parse_text
-from mtcio.envelope.points import (METRICS, UNITS, NoEnvelopeMetric, ParseError, Point,
+from mtcio.envelope.points import (UNITS, NoEnvelopeMetric, ParseError, Point,
                                    TruncatedOutput, UnknownFormat)
 
 FIX = Path(__file__).parent / "fixtures"
