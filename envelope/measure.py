@@ -65,6 +65,11 @@ DEFAULT_PRECISION = 0.05          # +-5 % of the mean, 90 % interval
 DEFAULT_TIME_BUDGET = 270.0       # seconds of measuring for the default sweep (<= 5 min)
 
 
+def _finite(x):
+    """JSON has no infinity (the db's JSON functions refuse it): an unbounded end is null."""
+    return x if x is None or math.isfinite(x) else None
+
+
 class MeasureError(RuntimeError):
     """The sweep cannot start (bad options, no hosts, engine missing ...)."""
 
@@ -835,8 +840,8 @@ class Measurer:
                 prec = {"target": self.sw.precision, "confidence": 0.9,
                         "repeats": len(pts), "repeats_ok": len(ok),
                         "mean": hmean(ok) if ok else None,
-                        "ci90": [ci["low"], ci["high"]] if ci else None,
-                        "rel_halfwidth": ci["rel_halfwidth"] if ci else None,
+                        "ci90": [_finite(ci["low"]), _finite(ci["high"])] if ci else None,
+                        "rel_halfwidth": _finite(ci["rel_halfwidth"]) if ci else None,
                         "met": bool(ci and ci["rel_halfwidth"] <= self.sw.precision),
                         "stopped": stopped.get(k, "?"),
                         "ops": sum(int(p.config.get("ops", 0)) for p in pts),
