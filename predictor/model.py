@@ -166,19 +166,21 @@ def _call_sizes(stage) -> dict:
 
 
 def _size_points(stage, size, reopen) -> dict:
-    """term -> (op sizes at the equal-weight points of their distribution (the model's op_size_quantiles: a
-    task's bytes on one file, at most its size), the factor for re-reads: bytes read over file size, when
-    above 1); terms without quantiles are left out. (Not the charged size over the points' mean: one 27 KB
-    file among 212 of 300 B pulls the mean to 494 B, no point.)"""
+    """term -> [(op size, weight)] at the equal-weight points of their distribution (the model's
+    op_size_quantiles: a task's bytes on one file, at most its size); the weight counts re-reads (bytes read
+    over file size, beyond what the opens of a re-opened file already fetch). Terms without quantiles are left
+    out. (Not the charged size over the points' mean: one 27 KB file among 212 of 300 B pulls the mean to 494 B.)"""
     q = {"read_local": stage.read.op_size_quantiles, "read_remote": stage.read.op_size_quantiles,
          "read_shared": stage.shared.op_size_quantiles, "write": stage.write.op_size_quantiles}
     reread = max(1.0, stage.read.reread_factor or 1.0)
     out = {}
     for t, pts in q.items():
-        if t in size and pts and sum(pts) > 0 and len(pts) > 1:
-            if t in reopen:
-                pts = [_per_open(x, reopen[t]) for x in pts]
-            out[t] = ([max(1.0, x) for x in pts], reread if t in ("read_local", "read_remote") else 1.0)
+        if not (t in size and pts and sum(pts) > 0 and len(pts) > 1):
+            continue
+        r = reread if t in ("read_local", "read_remote") else 1.0
+        o = reopen.get(t, 1.0)
+        # an open of a file within the readahead window fetches all of it: o opens already read it o times
+        out[t] = [(max(1.0, _per_open(x, o)), max(1.0, r / o) if x <= READAHEAD and o > 1 else r) for x in pts]
     return out
 
 
@@ -368,8 +370,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         m = TERM_METRIC[t]
         if "size_lookup" in on and spread.get(t):
             # the op rate over the stage's size distribution: mean time per op at its equal-weight sizes
-            pts, scale = spread[t]
-            return len(pts) / sum(1.0 / e.get(m, x, kk) for x in pts) / scale
+            return len(spread[t]) / sum(w / e.get(m, x, kk) for x, w in spread[t])
         if "size_lookup" in on:
             return e.get(m, size[t], kk)
         T, B = e.roofline(m, kk)

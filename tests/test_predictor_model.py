@@ -337,6 +337,16 @@ def test_reopen_charges_every_open_of_a_file():
     assert predict_stage(stage(512 * KiB, 4), surf, "refined").read_s == pytest.approx(4 / 300.0, rel=1e-9)
     assert predict_stage(stage(512 * KiB, 4), surf, "refined", off).read_s == pytest.approx(1 / 100.0, rel=1e-9)
     assert predict_stage(stage(26000, 1), surf, "refined").read_s == pytest.approx(1 / 20.0, rel=1e-9)
+    # with the size distribution: a small file read whole at each of 2 opens is 2 ops, not 2 x 2 (re-read twice);
+    # a big one read 3 times over 4 opens is 4 ops of 128 KiB, each moving 3 times that
+    both = stage(26000, 2)
+    both.read.bytes_per_task, both.read.reread_factor = Dist(52000, 52000, 52000), 2.0
+    both.read.op_size_quantiles = [26000] * 10
+    assert predict_stage(both, surf, "refined").read_s == pytest.approx(2 / 20.0, rel=1e-9)
+    big = stage(512 * KiB, 4)
+    big.read.bytes_per_task, big.read.reread_factor = Dist(*[3 * 512 * KiB] * 3), 3.0
+    big.read.op_size_quantiles = [512 * KiB] * 10
+    assert predict_stage(big, surf, "refined").read_s == pytest.approx(4 * 3 / 300.0, rel=1e-9)
 
 
 def test_steps_in_size_hold_the_smaller_sizes_op_rate():
