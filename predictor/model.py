@@ -184,29 +184,31 @@ def _size_points(stage, size, reopen) -> dict:
     return out
 
 
-def _later_ops(stage, surface, env, ops, size, reopen) -> dict:
-    """term -> (k -> mean cost of an op of a process opening f files in turn, over the cost of its first), from
-    an envelope of one file per process (this one) and one of n files per process: the first costs 1/T1, each
-    later one c = (n/Tn - 1/T1)/(n - 1), held between 0 and 1/T1. Empty when the stage's processes open one file
-    each, no such pair of envelopes was given, or a size is beyond the many-file envelope's. A re-opened file
+def _later_ops(stage, surface, env, ops, reopen) -> dict:
+    """term -> ((k, op size) -> mean cost of an op of a process opening f files in turn, over the cost of its
+    first), from an envelope of one file per process (this one) and one of n files per process: the first costs
+    1/T1, each later one c = (n/Tn - 1/T1)/(n - 1), held between 0 and 1/T1; 1 at sizes beyond the many-file
+    envelope's. Taken at each op size: a stall of gfarm2fs (16-64 KiB) is no cheaper for coming later. Empty
+    when the stage's processes open one file each or no such pair of envelopes was given. A re-opened file
     (refinement reopen) is as many ops of the process."""
     if surface.ops_per_proc != 1:
         return {}
     out = {}
     for t in ops:
         f = (stage.files_per_process or 0.0) * reopen.get(t, 1.0)
-        if f <= 1:
-            continue
         m = TERM_METRIC[t]
         many = surface.many_files(m) if m != "Tm" else None
-        if many is None or size[t] > many.grid_for(m, stage.hosts)[1].sizes[-1]:
+        if f <= 1 or many is None:
             continue
         n = many.ops_per_proc or 16
         menv = _Env(many, env.hosts, env.clamp, env.used, tag=f",files/proc={n}")
+        top = many.grid_for(m, stage.hosts)[1].sizes[-1]
 
-        def factor(kk, m=m, t=t, menv=menv, n=n, f=f):
-            first = 1.0 / env.get(m, size[t], kk)
-            nxt = min(first, max(0.0, (n / menv.get(m, size[t], kk) - first) / (n - 1)))
+        def factor(kk, x, m=m, menv=menv, n=n, f=f, top=top):
+            if x > top:
+                return 1.0
+            first = 1.0 / env.get(m, x, kk)
+            nxt = min(first, max(0.0, (n / menv.get(m, x, kk) - first) / (n - 1)))
             return (first + (f - 1) * nxt) / f / first
         out[t] = factor
     return out
@@ -364,17 +366,18 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     warm = _warm_shares(stage, surface, ops) if "warm_reads" in on else {}
     warm_envs = {t: env.at_calls(calls[t] if "call_size" in on else None, warm=True, metric=TERM_METRIC[t])
                  for t in warm}
-    later = _later_ops(stage, surface, env, ops, size, reopen) if "first_op" in on else {}
+    later = _later_ops(stage, surface, env, ops, reopen) if "first_op" in on else {}
 
     def rate_in(e, t, kk):
         m = TERM_METRIC[t]
+        lf = later.get(t, lambda kk, x: 1.0)
         if "size_lookup" in on and spread.get(t):
             # the op rate over the stage's size distribution: mean time per op at its equal-weight sizes
-            return len(spread[t]) / sum(w / e.get(m, x, kk) for x, w in spread[t])
+            return len(spread[t]) / sum(w * lf(kk, x) / e.get(m, x, kk) for x, w in spread[t])
         if "size_lookup" in on:
-            return e.get(m, size[t], kk)
+            return e.get(m, size[t], kk) / lf(kk, size[t])
         T, B = e.roofline(m, kk)
-        return 1.0 / max(1.0 / T, size[t] / B)
+        return 1.0 / max(1.0 / T, size[t] / B) / lf(kk, size[t])
 
     def rates(kk):
         out = {}
@@ -389,8 +392,6 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                 out[t] = 1.0 / (f / rate_in(warm_envs[t], t, kk) + (1 - f) / rate_in(envs[t], t, kk))
             else:
                 out[t] = rate_in(envs[t], t, kk)
-            if t in later:
-                out[t] /= later[t](kk)
         return out
 
     def round_time(kk):
