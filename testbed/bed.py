@@ -54,7 +54,8 @@ def _ensure_user():
     gfarm.give(layout.HOME)
 
 
-def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse=False, log=print):
+def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse=False, log=print,
+       tcp_nodelay=False):
     if os.geteuid() != 0:
         raise BedError("mtcbed must run as root (it creates network namespaces and starts daemons)")
     if not 1 <= nodes <= layout.MAX_NODES:
@@ -68,7 +69,8 @@ def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse
         raise UsageError(str(e))
     current = state.load()
     if current is not None or network.our_namespaces() or network.our_links():
-        wanted = {"nodes": nodes, "link_rate": link_rate, "link_delay": link_delay, "backend": backend, "sshd": sshd}
+        wanted = {"nodes": nodes, "link_rate": link_rate, "link_delay": link_delay, "backend": backend, "sshd": sshd,
+                  "tcp_nodelay": tcp_nodelay}
         if reuse and current and current.get("phase") == "up" and not problems(current) \
                 and all(current.get(k) == v for k, v in wanted.items()):
             log(f"reusing the running testbed ({nodes} hosts)")
@@ -84,7 +86,7 @@ def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse
     t0 = time.monotonic()
     names = [layout.node_name(k) for k in range(1, nodes + 1)]
     st = {"version": 1, "phase": "starting", "nodes": nodes, "backend": backend, "link_rate": link_rate,
-          "link_delay": link_delay, "sshd": sshd, "user": layout.USER,
+          "link_delay": link_delay, "sshd": sshd, "tcp_nodelay": tcp_nodelay, "user": layout.USER,
           "gfarm_config": str(layout.GFARM_CONFIG), "state_dir": str(layout.STATE_DIR),
           "meta": {"host": layout.META_HOST, "addr": layout.META_ADDR, "port": layout.GFMD_PORT},
           "hosts": [{"name": layout.node_name(k), "addr": layout.node_addr(k), "veth": layout.veth_name(k),
@@ -102,11 +104,11 @@ def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse
             network.create_uts(name)
         if backend == "postgresql":
             from . import postgres
-            gfarm.configure(*postgres.config_args())
+            gfarm.configure(*postgres.config_args(), tcp_nodelay=tcp_nodelay)
             st["postgres"] = postgres.describe()
             postgres.start()
         else:
-            gfarm.configure("config-gfarm", ["-b", "none", "-N"])
+            gfarm.configure("config-gfarm", ["-b", "none", "-N"], tcp_nodelay=tcp_nodelay)
         st["meta"]["pid"] = gfarm.start_gfmd()
         state.save(st)
         gfarm.register_hosts(names, ncpu=os.cpu_count() or 1)
