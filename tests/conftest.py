@@ -4,10 +4,16 @@ A machine holds one testbed at a time; an exclusive lock makes concurrent pytest
 for each other instead of failing."""
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
+
+# A shell starts background jobs with SIGINT ignored, and an ignored signal stays ignored across exec: the Ctrl-C
+# tests' children would never see theirs. A handler here (reset to the default at exec) gives it back to them.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 MTCBED = [sys.executable, "-m", "mtcio.testbed.cli"]
 TESTBED_NODES = 4
