@@ -19,11 +19,11 @@ MTCBED = [sys.executable, "-m", "mtcio.testbed.cli"]
 
 
 @contextlib.contextmanager
-def testbed_session(nodes: int = 4):
+def testbed_session(nodes: int = 4, up_args=()):
     with open("/run/mtcbed.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         subprocess.run(MTCBED + ["down"], capture_output=True)
-        r = subprocess.run(MTCBED + ["up", "--nodes", str(nodes)], capture_output=True, text=True)
+        r = subprocess.run(MTCBED + ["up", "--nodes", str(nodes), *up_args], capture_output=True, text=True)
         if r.returncode:
             raise SystemExit(f"mtcbed up failed: {r.stderr.strip()}")
         try:

@@ -51,7 +51,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     returns the runs."""
     runs = []
     sweep = [*SWEEP, "--repeat", str(a.sweep_repeat)]
-    with bench.testbed_session(4) as bed:
+    with bench.testbed_session(4, ["--tcp-nodelay"] if a.tcp_nodelay else []) as bed:
         for i, blk in enumerate(a.block.split(",")):
             t = time.monotonic()
             sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", f"env-{blk}",
@@ -207,6 +207,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each configuration (default 2): each is predicted from another's workflow model "
                          "and the spread between them is printed beside every error")
+    ap.add_argument("--tcp-nodelay", action="store_true",
+                    help="a testbed with `sockopt tcp_nodelay` (mtcbed up --tcp-nodelay): no ~44 ms Nagle stalls")
     ap.add_argument("--sweep-repeat", type=int, default=5,
                     help="repeats of every envelope point (default 5: gfarm2fs stalls ~45 ms at random, a point's "
                          "repeats vary by up to 15x)")
