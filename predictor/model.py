@@ -170,8 +170,7 @@ def _size_points(stage, size, reopen) -> dict:
     op_size_quantiles: a task's bytes on one file, at most its size); the weight counts re-reads (bytes read
     over file size, beyond what the opens of a re-opened file already fetch). Terms without quantiles are left
     out. (Not the charged size over the points' mean: one 27 KB file among 212 of 300 B pulls the mean to 494 B.)"""
-    q = {"read_local": stage.read.op_size_quantiles, "read_remote": stage.read.op_size_quantiles,
-         "read_shared": stage.shared.op_size_quantiles, "write": stage.write.op_size_quantiles}
+    q = {**_read_field(stage, "op_size_quantiles"), "write": stage.write.op_size_quantiles}
     reread = max(1.0, stage.read.reread_factor or 1.0)
     out = {}
     for t, pts in q.items():
@@ -224,20 +223,22 @@ def _per_open(x, opens):
     return x if x <= READAHEAD else max(x / opens, float(READAHEAD))
 
 
+def _read_field(stage, name) -> dict:
+    """read term -> the model's field `name` for it (local and remote 1-to-1 reads share the read section)."""
+    r = getattr(stage.read, name)
+    return {"read_local": r, "read_remote": r, "read_shared": getattr(stage.shared, name)}
+
+
 def _opens(stage, ops) -> dict:
     """read term -> opens of a file by a task (> 1 only)."""
-    o = {"read_local": stage.read.opens_per_file, "read_remote": stage.read.opens_per_file,
-         "read_shared": stage.shared.opens_per_file}
-    return {t: v for t, v in o.items() if t in ops and v and v > 1}
+    return {t: v for t, v in _read_field(stage, "opens_per_file").items() if t in ops and v and v > 1}
 
 
 def _warm_shares(stage, surface, ops) -> dict:
     """read term -> share of its bytes read from files the run wrote, when the envelope has warm reads."""
     if not surface.has_warm():
         return {}
-    f = {"read_local": stage.read.warm_fraction, "read_remote": stage.read.warm_fraction,
-         "read_shared": stage.shared.warm_fraction}
-    return {t: v for t, v in f.items() if t in ops and v}
+    return {t: v for t, v in _read_field(stage, "warm_fraction").items() if t in ops and v}
 
 
 def _shared_files_per_task(sh, D_N) -> float:

@@ -141,7 +141,7 @@ class EnvelopeSurface:
         return max(more, key=lambda s: s.ops_per_proc or 16) if more else None
 
     def replicate(self, rng) -> "EnvelopeSurface":
-        """A bootstrap replicate: every cell's mean over its repeats resampled with replacement."""
+        """A bootstrap replicate: every cell's (harmonic) mean over its repeats resampled with replacement."""
         rep = EnvelopeSurface()
         rep.grids, rep._shared, rep._rng, rep.block = self.grids, self._shared, rng, self.block
         rep.others = [o.replicate(rng) for o in self.others]
