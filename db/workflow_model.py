@@ -28,7 +28,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           alpha: FLOAT in [0,1]?             # local fraction of 1-to-1 bytes read (null: unknown)
           alpha_files: FLOAT in [0,1]?       # same, by task-file pairs
           reread_factor: FLOAT?              # bytes read / file size over task-file pairs (1 = read once)
-          bytes_per_call: FLOAT?             # mean bytes per read call on these files
+          bytes_per_call: FLOAT?             # mean bytes per read system call (stdio: buffer-sized)
           op_size_quantiles: [FLOAT, ..]?    # bytes per op (task x file, at most the file) at equal-weight points of
                                              # their distribution (mtcprof model: ten, sizes that occurred)
           warm_fraction: FLOAT in [0,1]?     # of these bytes, the share read from files the run wrote
@@ -39,7 +39,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           bytes_read_per_task: FLOAT         # mean bytes of shared files read per task
           alpha: FLOAT in [0,1]?
           files_per_task: FLOAT?             # mean shared files read per task (null: bytes_read_per_task / mean size)
-          bytes_per_call: FLOAT?             # mean bytes per read call on these files
+          bytes_per_call: FLOAT?             # mean bytes per read system call (stdio: buffer-sized)
           op_size_quantiles: [FLOAT, ..]?
           warm_fraction: FLOAT in [0,1]?
           opens_per_file: FLOAT?
@@ -48,13 +48,14 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           files_per_task: FLOAT
           file_size: {min, mean, max}?
           local_fraction: FLOAT in [0,1]?    # written bytes that landed on the writer's host
-          bytes_per_call: FLOAT?             # mean bytes per write call
+          bytes_per_call: FLOAT?             # mean bytes per write system call (stdio: buffer-sized)
           op_size_quantiles: [FLOAT, ..]?
         metadata:
           ops_per_task: FLOAT                # opens + stats + unlinks + renames + mkdirs + rmdirs + truncates
           creates_per_task: FLOAT
           opens_per_task: FLOAT?
           stats_per_task: FLOAT?
+          stats_cached_fraction: FLOAT in [0,1]?   # of the stats, the share the client's attribute cache served
         measured:                      # what the trace saw (for validation); all optional
           span_s: FLOAT?                     # first task start to last task end
           io_s_mean: FLOAT?                  # per task time inside I/O calls
@@ -144,6 +145,7 @@ class Metadata:
     creates_per_task: float = 0.0
     opens_per_task: float | None = None
     stats_per_task: float | None = None
+    stats_cached_fraction: float | None = None
 
 
 @dataclass
@@ -206,7 +208,7 @@ class Workflow:
 
 _REQUIRED = {Stage: ("name", "tasks", "hosts"), Dist: ("min", "mean", "max"), Read: ("bytes_per_task",),
              Write: ("bytes_per_task",), Shared: ("files", "bytes"), Metadata: ()}
-_FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction"}
+_FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction", "stats_cached_fraction"}
 _POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host"}
 
 

@@ -15,7 +15,7 @@ from . import formulas
 from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
-               "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen")
+               "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -353,12 +353,17 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     n_stat = 0.0          # of the extra metadata ops, stats of existing files (at Ts when the envelope has it)
     if "metadata" in on:
         data_opens = sum(ops.values())
-        lookups = max(0.0, (md.ops_per_task or 0.0) - data_opens)
+        stats = md.stats_per_task or 0.0
+        if "stat_cache" in on and md.stats_cached_fraction:   # the client's attribute cache: ~2 us, not charged
+            stats, cached = stats * (1 - md.stats_cached_fraction), stats * md.stats_cached_fraction
+        else:
+            cached = 0.0
+        lookups = max(0.0, (md.ops_per_task or 0.0) - data_opens - cached)
         extra = lookups + max(0.0, md.creates_per_task - ops.get("write", 0.0))
         if extra > 0:
             ops["meta"], size["meta"] = extra, 0
             if "Ts" in surface.metrics():
-                n_stat = min(lookups, md.stats_per_task or 0.0)
+                n_stat = min(lookups, stats)
             elif md.stats_per_task:
                 notes.append("the envelope has no stat rate (Ts): stats charged as creates (Tm)")
     ops = {t: n for t, n in ops.items() if n > 0}

@@ -103,3 +103,33 @@ def test_model_unknown_run(wf_yaml, tmp_path, capsys):
     _, db = wf_yaml
     rc, err = run_model(["--db", str(db), "--run", "nope", "-o", str(tmp_path / "o.yaml")], capsys)
     assert rc == 2 and "no run named 'nope'" in err
+
+
+def test_stdio_calls_are_counted_as_the_system_calls_of_their_buffer(tmp_path, capsys):
+    """fwrite of 64 B x 1000 is counted as the write(2)s of an 8 KiB stream buffer (glibc's, at gfarm2fs's
+    st_blksize): 8, so the model's bytes per call is 64,000 / 8; 1-byte preads are system calls themselves."""
+    from test_db_ingest import traced
+    from mtcio.preload.testing import prog
+    d, logs = tmp_path / "d", tmp_path / "logs"
+    d.mkdir(), logs.mkdir()
+    assert traced(logs, [prog("bench_io"), "fwrite", str(d / "f"), "1000"], "t1", "W", "R").returncode == 0
+    assert traced(logs, [prog("bench_io"), "pread", str(d / "f"), "500"], "t2", "P", "R").returncode == 0
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
+    out = tmp_path / "wf.yaml"
+    rc, err = run_model(["--db", str(db), "--run", "R", "-o", str(out)], capsys)
+    assert rc == 0, err
+    wf = wm.load(str(out))
+    assert wf.stage("W").write.bytes_per_call == 8000.0 and wf.stage("W").write.bytes_per_task.mean == 64000
+    assert wf.stage("P").read.bytes_per_call == 1.0
+
+
+def test_stats_cached_fraction_counts_stats_under_20_us():
+    import pandas as pd
+    cols = ["stats", "unlinks", "renames", "mkdirs", "rmdirs", "truncates", "fsyncs", "t_meta_ns"]
+    df = pd.DataFrame([[4, 0, 0, 0, 0, 0, 0, 4 * 2_000],         # 4 stats at 2 us: the cache
+                       [2, 0, 0, 0, 0, 0, 0, 2 * 150_000],       # 2 at 150 us: gfmd
+                       [2, 1, 0, 0, 0, 0, 0, 10_000]],           # with an unlink: not told apart, not cached
+                      columns=cols)
+    assert model._stats_cached(df) == 0.5
+    assert model._stats_cached(df.iloc[:0]) is None and model._stats_cached(df.assign(stats=0)) is None

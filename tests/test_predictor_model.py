@@ -450,3 +450,21 @@ def test_first_op_of_a_process_costs_more_than_its_next():
     assert p.read_s == pytest.approx(base * (first + 9 * nxt) / 10, rel=1e-9)
     assert any(n.endswith(",files/proc=16") for n in p.lookups)
     assert predict_stage(st, one, "refined", set(REFINEMENTS) - {"first_op"}).read_s == pytest.approx(base)
+
+
+def test_stat_cache_leaves_the_cached_stats_uncharged():
+    """A stat the client's attribute cache serves (~2 us on the testbed) is no request to gfmd: of 8 stats, the
+    6 the trace saw cached are not charged, the other 2 are at Ts."""
+    st = write_stage(n=4)
+    st.metadata = Metadata(ops_per_task=11, creates_per_task=1, opens_per_task=1, stats_per_task=8,
+                           stats_cached_fraction=0.75)
+    pts = sqrt_points()
+    for ppn in (1, 2):
+        for h in (1, 2):
+            pts += _pts("Ts", {0: 1000.0 * h * ppn}, h, ppn)
+    surf = EnvelopeSurface().fit(pts)
+    assert predict_stage(st, surf, "refined").meta_s == pytest.approx(4 * (2 / 4000 + 2 / 400), rel=1e-9)
+    off = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"stat_cache"})
+    assert off.meta_s == pytest.approx(4 * (8 / 4000 + 2 / 400), rel=1e-9)
+    no_ts = predict_stage(st, sqrt_envelope(hosts=None), "refined")     # without Ts the rest as creates (Tm)
+    assert no_ts.meta_s == pytest.approx(4 * 4 / 400, rel=1e-9)
