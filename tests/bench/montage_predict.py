@@ -10,7 +10,7 @@ Per stage: measured I/O time, predicted, error %; then median and p90 of |error|
 run, per variant, for all stages and for the stages whose measured I/O time is >= 50 ms, and the whole
 workflow's I/O time (sum over stages) error per run.
 
-    python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m,2880]
+    python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m,8k]
                                           [--keep DIR | --predict-only DIR] [-- MTCPREDICT OPTIONS]
 """
 import argparse
@@ -200,10 +200,11 @@ def main():
     ap.add_argument("--hosts", default="2,4")
     ap.add_argument("--size", default="256x256", help="tile WIDTHxHEIGHT (512x1024: the paper-like 2 MiB tiles)")
     ap.add_argument("--sizes", default=SIZES, help=f"the envelope's file sizes (default {SIZES})")
-    ap.add_argument("--block", default="1m,2880",
-                    help="bytes per call of the envelope's ops, one envelope each (default 1m,2880: mtcenvelope's "
-                         "default and Montage's FITS blocks); every one is given to mtcpredict, the first as the "
-                         "main one, and its call_size refinement picks per stage")
+    ap.add_argument("--block", default="1m,8k",
+                    help="bytes per call of the envelope's ops, one envelope each (default 1m,8k: mtcenvelope's "
+                         "default and Montage's system calls: cfitsio's 2,880-byte FITS blocks go through a stdio "
+                         "buffer of 8 KiB); every one is given to mtcpredict, the first as the main one, and its "
+                         "call_size refinement picks per stage")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each configuration (default 2): each is predicted from another's workflow model "
                          "and the spread between them is printed beside every error")
