@@ -175,6 +175,8 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
         wr = Write(bytes_per_task=_dist(per(w, "bytes_written")), files_per_task=_num(cnt(w).mean()),
                    file_size=_dist(w.drop_duplicates("key")["size"]), local_fraction=_f(st["write_local"]),
                    bytes_per_call=_per_call(w, "bytes_written", "writes"),
+                   rewrite_factor=_f(w["bytes_written"].sum() / w["size"].sum()) if len(w) and
+                   w["size"].sum() > 0 else None,
                    op_size_quantiles=_op_sizes(w, "bytes_written"))
         md = Metadata(ops_per_task=_num(st["meta_ops"] / n), creates_per_task=_num(st["creates"] / n),
                       opens_per_task=_num(st["opens"] / n), stats_per_task=_num(st["stats"] / n),

@@ -49,6 +49,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           file_size: {min, mean, max}?
           local_fraction: FLOAT in [0,1]?    # written bytes that landed on the writer's host
           bytes_per_call: FLOAT?             # mean bytes per write system call (stdio: buffer-sized)
+          rewrite_factor: FLOAT?             # bytes written / file size over task-file pairs (1 = written once)
           op_size_quantiles: [FLOAT, ..]?
         metadata:
           ops_per_task: FLOAT                # opens + stats + unlinks + renames + mkdirs + rmdirs + truncates
@@ -136,6 +137,7 @@ class Write:
     file_size: Dist | None = None
     local_fraction: float | None = None
     bytes_per_call: float | None = None
+    rewrite_factor: float | None = None
     op_size_quantiles: list | None = None
 
 

@@ -169,14 +169,16 @@ def _size_points(stage, size, reopen) -> dict:
     """term -> [(op size, weight)] at the equal-weight points of their distribution (the model's
     op_size_quantiles: a task's bytes on one file, at most its size); the weight counts re-reads (bytes read
     over file size, beyond what the opens of a re-opened file already fetch). Terms without quantiles are left
-    out. (Not the charged size over the points' mean: one 27 KB file among 212 of 300 B pulls the mean to 494 B.)"""
+    out. (Not the charged size over the points' mean: one 27 KB file among 212 of 300 B pulls the mean to 494 B.)
+    A file written again (rewrite_factor: mImgtbl writes its 27 KB table twice, each close a stall) weighs alike."""
     q = {**_read_field(stage, "op_size_quantiles"), "write": stage.write.op_size_quantiles}
     reread = max(1.0, stage.read.reread_factor or 1.0)
+    rewrite = max(1.0, stage.write.rewrite_factor or 1.0)
     out = {}
     for t, pts in q.items():
         if not (t in size and pts and sum(pts) > 0 and len(pts) > 1):
             continue
-        r = reread if t in ("read_local", "read_remote") else 1.0
+        r = reread if t in ("read_local", "read_remote") else rewrite if t == "write" else 1.0
         o = reopen.get(t, 1.0)
         # an open of a file within the readahead window fetches all of it: o opens already read it o times
         out[t] = [(max(1.0, _per_open(x, o)), max(1.0, r / o) if x <= READAHEAD and o > 1 else r) for x in pts]

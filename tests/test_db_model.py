@@ -52,6 +52,7 @@ def test_model_values(wf_yaml):
     assert (s1.read.opens_per_file, s1.shared.opens_per_file, s2.read.opens_per_file) == (2.0, 1.5, 1.0)
     assert s1.read.alpha is None                      # no Gfarm: locality unknown
     assert s1.write.bytes_per_task.max == 5000 and s1.metadata.creates_per_task == 1.5
+    assert s2.write.rewrite_factor == 1.0              # final: 5,012 B written once
     assert (s2.tasks, s2.read.bytes_per_task.mean, s2.shared.files, s2.write.bytes_per_task.mean) == (1, 5012, 0, 5012)
     assert s2.envelope.read_file_size == (5000 + 12) // 2
     st = Store(db).stages("R").set_index("stage")

@@ -468,3 +468,22 @@ def test_stat_cache_leaves_the_cached_stats_uncharged():
     assert off.meta_s == pytest.approx(4 * (8 / 4000 + 2 / 400), rel=1e-9)
     no_ts = predict_stage(st, sqrt_envelope(hosts=None), "refined")     # without Ts the rest as creates (Tm)
     assert no_ts.meta_s == pytest.approx(4 * 4 / 400, rel=1e-9)
+
+
+def test_a_file_written_twice_weighs_twice():
+    """mImgtbl writes its 27 KB table, then writes it again: each write of it is an op (a close in the stall
+    band each), weighted by rewrite_factor at every size point."""
+    pts = []
+    for ppn in (1, 2):
+        pts += _pts("TL", {KiB: 100.0, 16 * KiB: 20.0, 64 * KiB: 100.0}, 1, ppn)
+        pts += _pts("BL", {KiB: 100.0 * KiB, 16 * KiB: 20.0 * 16 * KiB, 64 * KiB: 100.0 * 64 * KiB}, 1, ppn)
+        pts += _pts("Tm", {0: 1000.0}, 1, ppn)
+    surf = EnvelopeSurface().fit(pts)
+    st = Stage(name="w", tasks=1, hosts=1, procs_per_host=1,
+               write=Write(bytes_per_task=Dist(54000, 54000, 54000), files_per_task=1,
+                           file_size=Dist(27000, 27000, 27000), op_size_quantiles=[27000] * 10,
+                           rewrite_factor=2.0),
+               metadata=Metadata(ops_per_task=2, creates_per_task=1))
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(2 / 20.0, rel=1e-9)
+    st.write.rewrite_factor = None
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(1 / 20.0, rel=1e-9)
