@@ -30,7 +30,7 @@ from montage_example import bench, prepare, sky  # noqa: E402
 from mtcio.envelope.points import parse_size  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
-SIZES = "1k,4k,12k,16k,48k,64k,96k,128k,256k,512k,1m,4m"
+SIZES = "1k,4k,12k,16k,48k,64k,96k,128k,256k,512k,1m,4m,16m"
 SWEEP = ["--procs", "1,2", "--precision", "0", "--quiet"]
 
 
