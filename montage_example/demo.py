@@ -32,9 +32,9 @@ SLOTS = 2
 # (a task opens few); one repeat per point (three made the demo 326 s instead of ~120 and its refined median 40 %,
 # where two demos of one repeat gave 39 % and 29 %: one run's own ~44 ms stalls decide its single-op stages).
 # Then the same with Montage's 8 KiB calls (cfitsio's 2,880-byte FITS blocks through a stdio buffer of
-# gfarm2fs's 8 KiB): small write calls cost more on gfarm2fs, and the refined model looks each stage up at its own
-# call size; and reads with no cache dropped: a stage reading what
-# the run wrote reads it warm; and small files at 16 per process: a process's first op costs more than its next.
+# gfarm2fs's 8 KiB): small write calls cost more on gfarm2fs, and the refined model looks each stage up at its
+# own call size; and reads with no cache dropped: a stage reading what the run wrote reads it warm; and small
+# files at 16 per process: a process's first op costs more than its next.
 SWEEP = ["--sizes", "4k,12k,16k,64k,128k,256k,512k,1m", "--procs", "1,2", "--host-counts", "1,4", "--repeat", "1",
          "--precision", "0", "--time-budget", "0", "--ops-per-proc", "1"]
 ENVELOPE, SMALL_CALLS, WARM, MANY, RUN = "bed4", "bed4-8k", "bed4-warm", "bed4-many", "montage-demo"
