@@ -268,7 +268,7 @@ class Store:
             per_task_out = w.groupby("task_id")["bytes_written"].sum().reindex(t["id"], fill_value=0)
             tio = (f[["t_open_ns", "t_read_ns", "t_write_ns", "t_close_ns", "t_meta_ns"]].sum(axis=1)
                    .groupby(f["task_id"]).sum().reindex(t["id"], fill_value=0) / 1e9)
-            meta = {c: int(f[c].sum()) for c in _META_COLS}
+            meta = {c: int(f[c].sum()) for c in META_COLS}
             row = {
                 "stage": stage or None, "tasks": len(t), "hosts": t["host"].nunique(),
                 "start_ns": int(t["start_ns"].min()), "end_ns": int(t["end_ns"].max()),
@@ -432,7 +432,7 @@ class Store:
 _SUM_COLS = ("opens", "creates", "closes", "reads", "writes", "bytes_read", "bytes_written", "seeks", "read_discont",
              "write_discont", "stats", "fsyncs", "unlinks", "renames", "mkdirs", "rmdirs", "truncates", "mmaps",
              "mmap_bytes", "dups", "errors", "t_open_ns", "t_read_ns", "t_write_ns", "t_close_ns", "t_meta_ns")
-_META_COLS = ("opens", "creates", "stats", "unlinks", "renames", "mkdirs", "rmdirs", "truncates", "fsyncs")
+META_COLS = ("opens", "creates", "stats", "unlinks", "renames", "mkdirs", "rmdirs", "truncates", "fsyncs")
 # operations that are a metadata-server request on Gfarm (creates are opens too, so not added twice)
 _META_OPS = ("opens", "stats", "unlinks", "renames", "mkdirs", "rmdirs", "truncates")
 _OP_CATS = ["?"] + [OPS[k] for k in sorted(OPS)]

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 from mtcio.db import overlap, store
-from mtcio.db.api import Store
+from mtcio.db.api import META_COLS, Store
 from mtcio.db.workflow_model import (Dist, Measured, Metadata, Read, Shared, Stage, StageEnvelope, Workflow, Write,
                                      from_dict, to_dict)
 
@@ -78,7 +78,7 @@ def _stats_cached(df):
     n = df["stats"].sum() if len(df) else 0
     if not n:
         return None
-    others = df[["unlinks", "renames", "mkdirs", "rmdirs", "truncates", "fsyncs"]].sum(axis=1)
+    others = df[[c for c in META_COLS if c not in ("opens", "creates", "stats")]].sum(axis=1)
     hit = (df["stats"] > 0) & (others == 0) & (df["t_meta_ns"] < df["stats"] * STAT_CACHED_NS)
     return _round(df.loc[hit, "stats"].sum() / n)
 
@@ -101,13 +101,10 @@ def _per_call(df, nbytes: str, calls: str):
     calls costs such a file twice what Montage paid (535 KB: ~12 ms against ~6 ms)."""
     if not len(df) or not df[calls].sum():
         return None
-    n = df[calls].to_numpy(dtype=float)
-    if "stdio" in df:
-        b = df[nbytes].to_numpy(dtype=float)
-        merged = np.maximum(1.0, np.ceil(b / STDIO_BUFFER)) + df["seeks"].to_numpy(dtype=float)
-        small = df["stdio"].to_numpy(dtype=bool) & (n > 0) & (b < n * STDIO_BUFFER)
-        n = np.where(small, np.minimum(n, merged), n)
-    return round(float(df[nbytes].sum() / n.sum()), 1)
+    n, b = df[calls].to_numpy(dtype=float), df[nbytes].to_numpy(dtype=float)
+    merged = np.maximum(1.0, np.ceil(b / STDIO_BUFFER)) + df["seeks"].to_numpy(dtype=float)
+    small = df["stdio"].to_numpy(dtype=bool) & (n > 0) & (b < n * STDIO_BUFFER)
+    return round(float(b.sum() / np.where(small, np.minimum(n, merged), n).sum()), 1)
 
 
 def _round(x):

@@ -355,11 +355,9 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     n_stat = 0.0          # of the extra metadata ops, stats of existing files (at Ts when the envelope has it)
     if "metadata" in on:
         data_opens = sum(ops.values())
-        stats = md.stats_per_task or 0.0
-        if "stat_cache" in on and md.stats_cached_fraction:   # the client's attribute cache: ~2 us, not charged
-            stats, cached = stats * (1 - md.stats_cached_fraction), stats * md.stats_cached_fraction
-        else:
-            cached = 0.0
+        # stats the client's attribute cache served (~2 us) are not charged
+        cached = (md.stats_per_task or 0.0) * ((md.stats_cached_fraction or 0.0) if "stat_cache" in on else 0.0)
+        stats = (md.stats_per_task or 0.0) - cached
         lookups = max(0.0, (md.ops_per_task or 0.0) - data_opens - cached)
         extra = lookups + max(0.0, md.creates_per_task - ops.get("write", 0.0))
         if extra > 0:

@@ -294,14 +294,20 @@ def test_shared_reads_are_the_files_a_task_reads_not_every_shared_file():
     assert q.read_s == pytest.approx(129 * 4 / 20, rel=1e-9)
 
 
-def test_size_spread_averages_op_time_over_the_size_distribution():
-    """A notch (gfarm2fs: ~45 ms per op from 16 KiB to 64 KiB): files of 16 KiB and 64 KiB mixed 2:3."""
+def notch_write_envelope(notch):
+    """One host: writes at 100 ops/s at 1 KiB and 64 KiB and `notch` ops/s at 16 KiB (gfarm2fs's ~45 ms stall
+    band), Tm 1000/s."""
     pts = []
     for ppn in (1, 2):
-        pts += _pts("TL", {KiB: 100.0, 16 * KiB: 2.0, 64 * KiB: 100.0}, 1, ppn)
-        pts += _pts("BL", {KiB: 100.0 * KiB, 16 * KiB: 2.0 * 16 * KiB, 64 * KiB: 100.0 * 64 * KiB}, 1, ppn)
+        pts += _pts("TL", {KiB: 100.0, 16 * KiB: notch, 64 * KiB: 100.0}, 1, ppn)
+        pts += _pts("BL", {KiB: 100.0 * KiB, 16 * KiB: notch * 16 * KiB, 64 * KiB: 100.0 * 64 * KiB}, 1, ppn)
         pts += _pts("Tm", {0: 1000.0}, 1, ppn)
-    surf = EnvelopeSurface().fit(pts)
+    return EnvelopeSurface().fit(pts)
+
+
+def test_size_spread_averages_op_time_over_the_size_distribution():
+    """A notch (gfarm2fs: ~45 ms per op from 16 KiB to 64 KiB): files of 16 KiB and 64 KiB mixed 2:3."""
+    surf = notch_write_envelope(2.0)
     q = [16 * KiB, 16 * KiB, 64 * KiB, 64 * KiB, 64 * KiB]
     mean = sum(q) / 5
     st = Stage(name="w", tasks=1, hosts=1, procs_per_host=1,
@@ -473,12 +479,7 @@ def test_stat_cache_leaves_the_cached_stats_uncharged():
 def test_a_file_written_twice_weighs_twice():
     """mImgtbl writes its 27 KB table, then writes it again: each write of it is an op (a close in the stall
     band each), weighted by rewrite_factor at every size point."""
-    pts = []
-    for ppn in (1, 2):
-        pts += _pts("TL", {KiB: 100.0, 16 * KiB: 20.0, 64 * KiB: 100.0}, 1, ppn)
-        pts += _pts("BL", {KiB: 100.0 * KiB, 16 * KiB: 20.0 * 16 * KiB, 64 * KiB: 100.0 * 64 * KiB}, 1, ppn)
-        pts += _pts("Tm", {0: 1000.0}, 1, ppn)
-    surf = EnvelopeSurface().fit(pts)
+    surf = notch_write_envelope(20.0)
     st = Stage(name="w", tasks=1, hosts=1, procs_per_host=1,
                write=Write(bytes_per_task=Dist(54000, 54000, 54000), files_per_task=1,
                            file_size=Dist(27000, 27000, 27000), op_size_quantiles=[27000] * 10,
