@@ -51,18 +51,26 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     returns the runs."""
     runs = []
     sweep = [*SWEEP, "--repeat", str(a.sweep_repeat)]
+    hosts = ",".join(map(str, sorted(set([1] + hostcounts))))
+    blocks = a.block.split(",")
+
+    def block_sweep(i, blk, append=False):
+        t = time.monotonic()
+        sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", f"env-{blk}",
+           "--host-counts", hosts, "--block", blk, "--sizes", a.sizes, *sweep, *(["--append"] if append else []),
+           *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
+           *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []))   # metadata: from the first
+        print(f"envelope env-{blk}{' (again, after the runs)' if append else ''}: {time.monotonic() - t:.0f} s",
+              flush=True)
+
     with bench.testbed_session(4, ["--tcp-nodelay"] if a.tcp_nodelay else []) as bed:
-        for i, blk in enumerate(a.block.split(",")):
-            t = time.monotonic()
-            sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", f"env-{blk}",
-               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--block", blk,
-               "--sizes", a.sizes, *sweep, *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
-               *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []))   # metadata: from the first
-            print(f"envelope env-{blk}: {time.monotonic() - t:.0f} s", flush=True)
+        for i, blk in enumerate(blocks):
+            if blk not in a.bracket:
+                block_sweep(i, blk)
         if a.warm:
             t = time.monotonic()
             sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", "env-warm",
-               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--sizes", a.sizes, *sweep,
+               "--host-counts", hosts, "--sizes", a.sizes, *sweep,
                "--ops-per-proc", str(a.ops_per_proc or 1), "--drop-caches", "off",
                "--metrics", "T1L,B1L,T1R,B1R,TN,BN")
             print(f"envelope env-warm (reads a page cache may serve): {time.monotonic() - t:.0f} s", flush=True)
@@ -70,9 +78,14 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
             t = time.monotonic()
             small = ",".join(x for x in a.sizes.split(",") if parse_size(x) <= 256 << 10)
             sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", "env-many",
-               "--host-counts", ",".join(map(str, sorted(set([1] + hostcounts)))), "--sizes", small, *sweep,
+               "--host-counts", hosts, "--sizes", small, *sweep,
                "--ops-per-proc", "16", "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN")
             print(f"envelope env-many (16 files per process): {time.monotonic() - t:.0f} s", flush=True)
+        # the bracketed envelopes just before the runs and again just after them (same points, appended): the
+        # testbed's stall rate drifts over minutes, and the runs' stages see the rate of their own minutes
+        for i, blk in enumerate(blocks):
+            if blk in a.bracket:
+                block_sweep(i, blk)
         for k in tiles:
             src = os.path.join(work, f"src{k}")
             pairs = prepare.prepare(src, "demo", tiles=k, width=w, height=h)
@@ -83,6 +96,9 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                     runs.append({"run": run, "config": f"m{k}x{c}", "tiles": k, "overlaps": len(pairs), "hosts": c,
                                  "wall": wall})
                     print(f"run {run}: wall {wall:.1f} s", flush=True)
+        for i, blk in enumerate(blocks):
+            if blk in a.bracket:
+                block_sweep(i, blk, append=True)
     with open(os.path.join(work, "runs.json"), "w") as f:
         json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a)}, f)
     return runs
@@ -205,6 +221,11 @@ def main():
                          "default and Montage's system calls: cfitsio's 2,880-byte FITS blocks go through a stdio "
                          "buffer of 8 KiB); every one is given to mtcpredict, the first as the main one, and its "
                          "call_size refinement picks per stage")
+    ap.add_argument("--bracket", default="8k", type=lambda v: [b for b in v.split(",") if b],
+                    help="envelopes (by --block) measured last before the runs and again after them, both halves "
+                         "kept as one envelope (default 8k: the one Montage's stages use; '' = none). gfarm2fs's "
+                         "~44 ms stalls come and go over minutes (a point that stalled in 2 of 5 repeats can stall "
+                         "in 5 of 5 ten minutes later): bracketing samples the minutes the runs saw")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each configuration (default 2): each is predicted from another's workflow model "
                          "and the spread between them is printed beside every error")
