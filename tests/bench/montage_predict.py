@@ -50,37 +50,38 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     """One testbed session: the envelopes, then every Montage run (each configuration --repeat times, in turn);
     returns the runs."""
     runs = []
-    sweep = [*SWEEP, "--repeat", str(a.sweep_repeat)]
     hosts = ",".join(map(str, sorted(set([1] + hostcounts))))
     blocks = a.block.split(",")
 
-    def block_sweep(i, blk, append=False):
+    def envelope(name, label, *args, append=False):
+        """One envelope, its --sweep-repeat repeats as that many sweeps of one repeat each, appended: a point's
+        repeats are then minutes apart, not the seconds of back-to-back repeats (gfarm2fs's stalls come and go
+        over minutes)."""
         t = time.monotonic()
-        sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", f"env-{blk}",
-           "--host-counts", hosts, "--block", blk, "--sizes", a.sizes, *sweep, *(["--append"] if append else []),
-           *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
-           *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []))   # metadata: from the first
-        print(f"envelope env-{blk}{' (again, after the runs)' if append else ''}: {time.monotonic() - t:.0f} s",
-              flush=True)
+        for r in range(a.sweep_repeat if a.interleave else 1):
+            sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", name, "--host-counts", hosts,
+               *SWEEP, "--repeat", "1" if a.interleave else str(a.sweep_repeat), *args,
+               *(["--append"] if append or r else []))
+        print(f"envelope {name}{label}: {time.monotonic() - t:.0f} s", flush=True)
+
+    def block_sweep(i, blk, append=False):
+        envelope(f"env-{blk}", " (again, after the runs)" if append else "", "--block", blk, "--sizes", a.sizes,
+                 *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
+                 *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []),   # metadata: from the first
+                 append=append)
 
     with bench.testbed_session(4, ["--tcp-nodelay"] if a.tcp_nodelay else []) as bed:
         for i, blk in enumerate(blocks):
             if blk not in a.bracket:
                 block_sweep(i, blk)
         if a.warm:
-            t = time.monotonic()
-            sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", "env-warm",
-               "--host-counts", hosts, "--sizes", a.sizes, *sweep,
-               "--ops-per-proc", str(a.ops_per_proc or 1), "--drop-caches", "off",
-               "--metrics", "T1L,B1L,T1R,B1R,TN,BN")
-            print(f"envelope env-warm (reads a page cache may serve): {time.monotonic() - t:.0f} s", flush=True)
+            envelope("env-warm", " (reads a page cache may serve)", "--sizes", a.sizes,
+                     "--ops-per-proc", str(a.ops_per_proc or 1), "--drop-caches", "off",
+                     "--metrics", "T1L,B1L,T1R,B1R,TN,BN")
         if a.many_files:
-            t = time.monotonic()
             small = ",".join(x for x in a.sizes.split(",") if parse_size(x) <= 256 << 10)
-            sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", "env-many",
-               "--host-counts", hosts, "--sizes", small, *sweep,
-               "--ops-per-proc", "16", "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN")
-            print(f"envelope env-many (16 files per process): {time.monotonic() - t:.0f} s", flush=True)
+            envelope("env-many", " (16 files per process)", "--sizes", small, "--ops-per-proc", "16",
+                     "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN")
         # the bracketed envelopes just before the runs and again just after them (same points, appended): the
         # testbed's stall rate drifts over minutes, and the runs' stages see the rate of their own minutes
         for i, blk in enumerate(blocks):
@@ -226,6 +227,9 @@ def main():
                          "kept as one envelope (default 8k: the one Montage's stages use; '' = none). gfarm2fs's "
                          "~44 ms stalls come and go over minutes (a point that stalled in 2 of 5 repeats can stall "
                          "in 5 of 5 ten minutes later): bracketing samples the minutes the runs saw")
+    ap.add_argument("--no-interleave", dest="interleave", action="store_false",
+                    help="measure each envelope point's --sweep-repeat repeats back to back (seconds apart) instead "
+                         "of as --sweep-repeat appended sweeps of one repeat (minutes apart)")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each configuration (default 2): each is predicted from another's workflow model "
                          "and the spread between them is printed beside every error")
