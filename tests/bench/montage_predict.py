@@ -1,8 +1,8 @@
 """Benchmark: mtcpredict's accuracy on real Montage runs — every stage measured vs predicted.
 
 On a 4-host testbed: quick envelope sweeps (one file per process, one per --block: the envelope's bytes per
-call, one of warm reads, --drop-caches off, one of 16 files per process; each point's repeats in separate sweeps
-minutes apart; the --bracket envelope last, and again after the runs), then for tiles x hosts the Montage
+call, one of warm reads, --drop-caches off, one of 16 files per process; the --bracket envelope last, and again
+after the runs), then for tiles x hosts the Montage
 workflow traced under Rake with the plugin and placement (2 slots per host), each configuration --repeat times; `mtcprof model` of every run, and `mtcpredict --validate` of each run
 from the model of another run of its configuration, with every envelope (faithful, refined and, once two runs are
 validated, calibrated: a ridge fit on the runs validated before it only). The spread of the configuration's runs
@@ -55,9 +55,8 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     blocks = a.block.split(",")
 
     def envelope(name, label, *args, append=False):
-        """One envelope, its --sweep-repeat repeats as that many sweeps of one repeat each, appended: a point's
-        repeats are then minutes apart, not the seconds of back-to-back repeats (gfarm2fs's stalls come and go
-        over minutes)."""
+        """One envelope of --sweep-repeat repeats per point: back to back, or (--interleave) as that many appended
+        sweeps of one repeat, a point's repeats then minutes apart (gfarm2fs's stalls come and go over minutes)."""
         t = time.monotonic()
         for r in range(a.sweep_repeat if a.interleave else 1):
             sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", name, "--host-counts", hosts,
@@ -228,9 +227,10 @@ def main():
                          "kept as one envelope (default 8k: the one Montage's stages use; '' = none). gfarm2fs's "
                          "~44 ms stalls come and go over minutes (TL at 512 KiB: 128-210 ops/s in 8 of 10 repeats, "
                          "21-64 in 6 of 6 95 s later): bracketing samples the minutes the runs saw")
-    ap.add_argument("--no-interleave", dest="interleave", action="store_false",
-                    help="measure each envelope point's --sweep-repeat repeats back to back (seconds apart) instead "
-                         "of as --sweep-repeat appended sweeps of one repeat (minutes apart)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="measure an envelope's --sweep-repeat repeats as that many appended sweeps of one repeat "
+                         "(a point's repeats minutes apart) instead of back to back (seconds apart); ~7 %% slower, "
+                         "and on one pass (2026-11-24) no better: refined median 12.9 %% against 9.7-11.8 %%")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each configuration (default 2): each is predicted from another's workflow model "
                          "and the spread between them is printed beside every error")
