@@ -229,7 +229,7 @@ def main():
                          "21-64 in 6 of 6 95 s later): bracketing samples the minutes the runs saw")
     ap.add_argument("--interleave", action="store_true",
                     help="measure an envelope's --sweep-repeat repeats as that many appended sweeps of one repeat "
-                         "(a point's repeats minutes apart) instead of back to back (seconds apart); ~7 %% slower, "
+                         "(a point's repeats minutes apart) instead of back to back (seconds apart); ~10 %% slower, "
                          "and on one pass (2026-11-24) no better: refined median 12.9 %% against 9.7-11.8 %%")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each configuration (default 2): each is predicted from another's workflow model "
