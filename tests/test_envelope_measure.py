@@ -252,3 +252,20 @@ def test_block_sets_the_bytes_per_call(testbed, tmp_path):
     assert meta["block"] == 2880
     cp = subprocess.run(CLI + ["--db", str(db), "--name", "x", "--block", "0"], capture_output=True, text=True)
     assert cp.returncode == 2 and "--block: expected 1 byte .. 1 GiB, got '0'" in cp.stderr
+
+
+def test_append_adds_repeats_to_a_run_and_is_needed_to_reuse_its_name(testbed, tmp_path):
+    """Measuring before and after a workflow into one envelope (--append) continues the repeat numbers, so the
+    predictor's mean covers both sweeps; the same name without --append is refused and stores nothing."""
+    db = tmp_path / "a.db"
+    sweep = ["--db", db, "--name", "env", "--metrics", "TL,BL", "--sizes", "4k", "--procs", "1",
+             "--host-counts", "1", "--repeat", "2", "--precision", "0", "--quiet"]
+    measure(*sweep)
+    cp = subprocess.run(CLI + [str(a) for a in sweep], capture_output=True, text=True, timeout=240)
+    assert cp.returncode == 2 and "run 'env' already exists" in cp.stderr and "give --append" in cp.stderr
+    assert npoints(str(db)) == 4
+    measure(*sweep, "--append")
+    df = load(db, "env")
+    assert sorted(df.loc[df["metric"] == "TL", "repeat"]) == [0, 1, 2, 3]
+    assert sorted(df.loc[df["metric"] == "BL", "repeat"]) == [0, 1, 2, 3]
+    assert len(df) == 8 and df["ok"].all()
