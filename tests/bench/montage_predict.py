@@ -52,7 +52,8 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     returns the runs."""
     runs = []
     hosts = ",".join(map(str, sorted(set([1] + hostcounts))))
-    blocks = a.block.split(",")
+    blocks = list(enumerate(a.block.split(",")))   # (index, block): the first also measures the metadata
+    bracketed = [(i, blk) for i, blk in blocks if blk in a.bracket]
 
     def envelope(name, label, *args, append=False):
         """One envelope of --sweep-repeat repeats per point: back to back, or (--interleave) as that many appended
@@ -67,11 +68,11 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     def block_sweep(i, blk, append=False):
         envelope(f"env-{blk}", " (again, after the runs)" if append else "", "--block", blk, "--sizes", a.sizes,
                  *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
-                 *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []),   # metadata: from the first
+                 *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []),
                  append=append)
 
     with bench.testbed_session(4, ["--tcp-nodelay"] if a.tcp_nodelay else []) as bed:
-        for i, blk in enumerate(blocks):
+        for i, blk in blocks:
             if blk not in a.bracket:
                 block_sweep(i, blk)
         if a.warm:
@@ -84,9 +85,8 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                      "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN")
         # the bracketed envelopes just before the runs and again just after them (same points, appended): the
         # testbed's stall rate drifts over minutes, and the runs' stages see the rate of their own minutes
-        for i, blk in enumerate(blocks):
-            if blk in a.bracket:
-                block_sweep(i, blk)
+        for i, blk in bracketed:
+            block_sweep(i, blk)
         for k in tiles:
             src = os.path.join(work, f"src{k}")
             pairs = prepare.prepare(src, "demo", tiles=k, width=w, height=h)
@@ -97,9 +97,8 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                     runs.append({"run": run, "config": f"m{k}x{c}", "tiles": k, "overlaps": len(pairs), "hosts": c,
                                  "wall": wall})
                     print(f"run {run}: wall {wall:.1f} s", flush=True)
-        for i, blk in enumerate(blocks):
-            if blk in a.bracket:
-                block_sweep(i, blk, append=True)
+        for i, blk in bracketed:
+            block_sweep(i, blk, append=True)
     with open(os.path.join(work, "runs.json"), "w") as f:
         json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a)}, f)
     return runs
