@@ -121,6 +121,7 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
     the spread of the configuration's runs, (max - min) / mean of the measured stage time, printed beside."""
     errs = {}          # variant -> [(|err|, measured_s)]
     noise = []
+    floor = []         # the least |error| one predicted time per configuration can have on its worst run
     whole = []
     validated = []
     envs = a.envelope.split(",") if a.envelope else (measured_envs or envelope_names(a))
@@ -149,9 +150,10 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
         for stage, vs in rows.items():
             meas = res["measured"].get(stage, {}).get("measured_s")
             n = res["measured"].get(stage, {}).get("tasks", "")
-            sp = spread.get(stage)
+            sp, fl = spread.get(stage, (None, None))
             if sp is not None:
                 noise.append(sp)
+                floor.append(fl)
             line = (f"{stage:<12}{n!s:>5}{meas if meas is not None else float('nan'):>11.3f}"
                     f"{(f'{sp:.0f}' if sp is not None else '-'):>9}")
             for v in ("faithful", "refined", "calibrated"):
@@ -181,6 +183,9 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
     if noise:
         print(f"spread of a stage's measured I/O time over the runs of its configuration, (max-min)/mean: "
               f"median {statistics.median(noise):.1f} %, p90 {p90(noise):.1f} % ({len(noise)} stage-runs)")
+        print(f"floor set by that spread: one predicted time per configuration and stage, the one nearest all its "
+              f"runs (2ab/(a+b) for two), is off by (max-min)/(max+min) on its runs: median "
+              f"{statistics.median(floor):.1f} %, p90 {p90(floor):.1f} %")
     for v in ("faithful", "refined", "calibrated"):
         ws = [abs(e) for run, vv, e, _ in whole if vv == v]
         if ws:
@@ -196,8 +201,10 @@ def predict(db, work, model_run, run, envs, extra, calibrate):
 
 
 def stage_spread(db, work, runs):
-    """stage -> (max - min) / mean of its measured I/O time over these runs, in % (as `mtcpredict --validate
-    DB:R1,R2` measures it, with each run's own slots per host)."""
+    """stage -> ((max - min) / mean, (max - min) / (max + min)) of its measured I/O time over these runs, in %
+    (as `mtcpredict --validate DB:R1,R2` measures it, with each run's own slots per host). The second is the
+    floor of any one prediction's error on the worst of these runs (reached by the prediction 2 max min / (max +
+    min))."""
     from mtcio.db.workflow_model import load
     from mtcio.predictor import measured
     vals = {}
@@ -206,8 +213,8 @@ def stage_spread(db, work, runs):
         for st, m in measured.measure(db, r, "auto", slots).items():
             if st != "_run":
                 vals.setdefault(st, []).append(m["measured_s"])
-    return {st: 100 * (max(v) - min(v)) / (sum(v) / len(v)) for st, v in vals.items()
-            if len(v) == len(runs) and sum(v) > 0}
+    return {st: (100 * (max(v) - min(v)) / (sum(v) / len(v)), 100 * (max(v) - min(v)) / (max(v) + min(v)))
+            for st, v in vals.items() if len(v) == len(runs) and sum(v) > 0}
 
 
 def main():
@@ -252,6 +259,9 @@ def main():
                     help="rebuild the workflow models of the runs kept in DIR and predict them again (no testbed)")
     ap.add_argument("predict_args", nargs="*", help="more mtcpredict options, after --")
     a = ap.parse_args()
+    unknown = [b for b in a.bracket if b not in a.block.split(",")]
+    if unknown:
+        ap.error(f"--bracket {','.join(unknown)}: not among --block {a.block}")
     t_start = time.monotonic()
     if a.predict_only:
         work = a.predict_only
