@@ -166,11 +166,13 @@ def _call_sizes(stage) -> dict:
 
 
 def _size_points(stage, size, reopen) -> dict:
-    """term -> [(op size, weight)] at the equal-weight points of their distribution (the model's
-    op_size_quantiles: a task's bytes on one file, at most its size); the weight counts re-reads (bytes read
-    over file size, beyond what the opens of a re-opened file already fetch). Terms without quantiles are left
-    out. (Not the charged size over the points' mean: one 27 KB file among 212 of 300 B pulls the mean to 494 B.)
-    A file written again (rewrite_factor: mImgtbl writes its 27 KB table twice, each close a stall) weighs alike."""
+    """term -> [(op size, weight, share of the ops)] at the equal-weight points of their distribution (the
+    model's op_size_quantiles: a task's bytes on one file, at most its size); the weight counts re-reads (bytes
+    read over file size, beyond what the opens of a re-opened file already fetch). A file opened o > 1 times
+    (refinement reopen) within the readahead window is o ops of its size; a larger one is one op of its size and
+    o - 1 of the window (cfitsio reads the header, then the data). Terms without quantiles are left out. (Not
+    the charged size over the points' mean: one 27 KB file among 212 of 300 B pulls the mean to 494 B.) A file
+    written again (rewrite_factor: mImgtbl writes its 27 KB table twice, each close a stall) weighs alike."""
     q = {**_read_field(stage, "op_size_quantiles"), "write": stage.write.op_size_quantiles}
     reread = max(1.0, stage.read.reread_factor or 1.0)
     rewrite = max(1.0, stage.write.rewrite_factor or 1.0)
@@ -180,8 +182,14 @@ def _size_points(stage, size, reopen) -> dict:
             continue
         r = reread if t in ("read_local", "read_remote") else rewrite if t == "write" else 1.0
         o = reopen.get(t, 1.0)
-        # an open of a file within the readahead window fetches all of it: o opens already read it o times
-        out[t] = [(max(1.0, _per_open(x, o)), max(1.0, r / o) if x <= READAHEAD and o > 1 else r) for x in pts]
+        out[t] = []
+        for x in pts:
+            if o > 1 and x <= READAHEAD:      # every open fetches all of it: o opens already read it o times
+                out[t].append((max(1.0, x), max(1.0, r / o), 1.0))
+            elif o > 1:
+                out[t] += [(x, r, 1.0 / o), (float(READAHEAD), 1.0, (o - 1) / o)]
+            else:
+                out[t].append((max(1.0, x), r, 1.0))
     return out
 
 
@@ -219,10 +227,11 @@ READAHEAD = 128 * 1024   # what a read after open fetches at least on a FUSE mou
 
 
 def _per_open(x, opens):
-    """Bytes one open of a file re-opened `opens` times moves: gfarm2fs drops the page cache at open, so every
-    open fetches again what it reads, at least the readahead window (the whole file when smaller: a 26 KB FITS
-    file opened twice costs two 26 KB ops, ~45 ms each on the testbed, not one)."""
-    return x if x <= READAHEAD else max(x / opens, float(READAHEAD))
+    """Mean bytes one open of a file re-opened `opens` times moves: gfarm2fs drops the page cache at open, so
+    every open fetches again what it reads, at least the readahead window (the whole file when smaller: a 26 KB
+    FITS file opened twice costs two 26 KB ops, ~45 ms each on the testbed, not one); a larger file is read
+    whole by one open and in its first window by the others (cfitsio: header, then data)."""
+    return x if x <= READAHEAD else (x + (opens - 1) * float(READAHEAD)) / opens
 
 
 def _read_field(stage, name) -> dict:
@@ -379,7 +388,8 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         lf = later.get(t, lambda kk, x: 1.0)
         if "size_lookup" in on and spread.get(t):
             # the op rate over the stage's size distribution: mean time per op at its equal-weight sizes
-            return len(spread[t]) / sum(w * lf(kk, x) / e.get(m, x, kk) for x, w in spread[t])
+            return sum(n for _, _, n in spread[t]) / sum(n * w * lf(kk, x) / e.get(m, x, kk)
+                                                          for x, w, n in spread[t])
         if "size_lookup" in on:
             return e.get(m, size[t], kk) / lf(kk, size[t])
         T, B = e.roofline(m, kk)

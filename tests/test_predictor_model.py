@@ -322,8 +322,8 @@ def test_size_spread_averages_op_time_over_the_size_distribution():
 
 def test_reopen_charges_every_open_of_a_file():
     """cfitsio opens a FITS file 2-6 times; gfarm2fs drops the page cache at open, so each open fetches again:
-    a 26 KB file opened twice is two 26 KB ops; a 512 KiB file opened 4 times is 4 ops of 128 KiB (its bytes
-    split over the opens, at least the readahead window)."""
+    a 26 KB file opened twice is two 26 KB ops; a 512 KiB file opened 4 times is one 512 KiB op (the open that
+    reads the data) and 3 of the 128 KiB readahead window (the header reads), not 4 ops of 128 KiB."""
     pts = []
     for ppn in (1, 2):
         T = {KiB: 500.0, 16 * KiB: 20.0, 64 * KiB: 400.0, 128 * KiB: 300.0, 512 * KiB: 100.0}
@@ -334,25 +334,31 @@ def test_reopen_charges_every_open_of_a_file():
     def stage(size, opens):
         return Stage(name="r", tasks=1, hosts=1, procs_per_host=1,
                      read=Read(bytes_per_task=Dist(size, size, size), files_per_task=1, alpha=1.0,
-                               file_size=Dist(size, size, size), opens_per_file=opens),
+                               file_size=Dist(size, size, size), opens_per_file=opens,
+                               op_size_quantiles=[size] * 10),
                      metadata=Metadata(ops_per_task=opens, opens_per_task=opens))
     off = set(REFINEMENTS) - {"reopen"}
     assert predict_stage(stage(26000, 2), surf, "refined").read_s == pytest.approx(2 / 20.0, rel=1e-9)
     one = predict_stage(stage(26000, 2), surf, "refined", off)
     assert one.read_s == pytest.approx(1 / 20.0, rel=1e-9) and one.meta_s == pytest.approx(1 / 1000.0)
-    assert predict_stage(stage(512 * KiB, 4), surf, "refined").read_s == pytest.approx(4 / 300.0, rel=1e-9)
+    assert predict_stage(stage(512 * KiB, 4), surf, "refined").read_s == pytest.approx(1 / 100.0 + 3 / 300.0,
+                                                                                       rel=1e-9)
     assert predict_stage(stage(512 * KiB, 4), surf, "refined", off).read_s == pytest.approx(1 / 100.0, rel=1e-9)
     assert predict_stage(stage(26000, 1), surf, "refined").read_s == pytest.approx(1 / 20.0, rel=1e-9)
-    # with the size distribution: a small file read whole at each of 2 opens is 2 ops, not 2 x 2 (re-read twice);
-    # a big one read 3 times over 4 opens is 4 ops of 128 KiB, each moving 3 times that
+    # a small file read whole at each of 2 opens is 2 ops, not 2 x 2 (re-read twice); a big one read 3 times
+    # over 4 opens: the re-reads are the data open's (3 x 512 KiB), the other 3 opens fetch their window once
     both = stage(26000, 2)
     both.read.bytes_per_task, both.read.reread_factor = Dist(52000, 52000, 52000), 2.0
-    both.read.op_size_quantiles = [26000] * 10
     assert predict_stage(both, surf, "refined").read_s == pytest.approx(2 / 20.0, rel=1e-9)
     big = stage(512 * KiB, 4)
     big.read.bytes_per_task, big.read.reread_factor = Dist(*[3 * 512 * KiB] * 3), 3.0
-    big.read.op_size_quantiles = [512 * KiB] * 10
-    assert predict_stage(big, surf, "refined").read_s == pytest.approx(4 * 3 / 300.0, rel=1e-9)
+    assert predict_stage(big, surf, "refined").read_s == pytest.approx(3 / 100.0 + 3 / 300.0, rel=1e-9)
+    # without the size distribution: 4 ops at the mean bytes an open moves, (512 + 3 x 128) / 4 KiB
+    mean = stage(512 * KiB, 4)
+    mean.read.op_size_quantiles = None
+    at = predict_stage(mean, surf, "refined")
+    sizes = {lk["size"] for lk in at.lookups.values() if lk["metric"] == "T1L"}
+    assert 224 * KiB in sizes and 128 * KiB not in sizes
 
 
 def test_steps_in_size_hold_the_smaller_sizes_op_rate():
