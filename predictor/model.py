@@ -184,12 +184,10 @@ def _size_points(stage, size, reopen) -> dict:
         o = reopen.get(t, 1.0)
         out[t] = []
         for x in pts:
-            if o > 1 and x <= READAHEAD:      # every open fetches all of it: o opens already read it o times
-                out[t].append((max(1.0, x), max(1.0, r / o), 1.0))
-            elif o > 1:
+            if o > 1 and x > READAHEAD:
                 out[t] += [(x, r, 1.0 / o), (float(READAHEAD), 1.0, (o - 1) / o)]
-            else:
-                out[t].append((max(1.0, x), r, 1.0))
+            else:                             # every open fetches all of it: o opens already read it o times
+                out[t].append((max(1.0, x), max(1.0, r / o), 1.0))
     return out
 
 
