@@ -167,27 +167,27 @@ def _call_sizes(stage) -> dict:
 
 def _size_points(stage, size, reopen) -> dict:
     """term -> [(op size, weight, share of the ops)] at the equal-weight points of their distribution (the
-    model's op_size_quantiles: a task's bytes on one file, at most its size); the weight counts re-reads (bytes
-    read over file size, beyond what the opens of a re-opened file already fetch). A file opened o > 1 times
+    model's op_size_quantiles: a task's bytes on one file, at most its size). A file opened o > 1 times
     (refinement reopen) within the readahead window is o ops of its size; a larger one is one op of its size and
-    o - 1 of the window (cfitsio reads the header, then the data). Terms without quantiles are left out. (Not
-    the charged size over the points' mean: one 27 KB file among 212 of 300 B pulls the mean to 494 B.) A file
-    written again (rewrite_factor: mImgtbl writes its 27 KB table twice, each close a stall) weighs alike."""
+    o - 1 of the window (cfitsio reads the header, then the data). Bytes read again within one open cost
+    nothing: the page cache serves them (mViewer reads its 1.5-13 MB input three times in one open, 2.9x its
+    size, in the time of one read). Terms without quantiles are left out. (Not the charged size over the points'
+    mean: one 27 KB file among 212 of 300 B pulls the mean to 494 B.) A file written again (rewrite_factor:
+    mImgtbl writes its 27 KB table twice, each close a stall) weighs as many ops."""
     q = {**_read_field(stage, "op_size_quantiles"), "write": stage.write.op_size_quantiles}
-    reread = max(1.0, stage.read.reread_factor or 1.0)
     rewrite = max(1.0, stage.write.rewrite_factor or 1.0)
     out = {}
     for t, pts in q.items():
         if not (t in size and pts and sum(pts) > 0 and len(pts) > 1):
             continue
-        r = reread if t in ("read_local", "read_remote") else rewrite if t == "write" else 1.0
+        w = rewrite if t == "write" else 1.0
         o = reopen.get(t, 1.0)
         out[t] = []
         for x in pts:
             if o > 1 and x > READAHEAD:
-                out[t] += [(x, r, 1.0 / o), (float(READAHEAD), 1.0, (o - 1) / o)]
-            else:                             # every open fetches all of it: o opens already read it o times
-                out[t].append((max(1.0, x), max(1.0, r / o), 1.0))
+                out[t] += [(x, w, 1.0 / o), (float(READAHEAD), 1.0, (o - 1) / o)]
+            else:
+                out[t].append((max(1.0, x), w, 1.0))
     return out
 
 
