@@ -167,7 +167,8 @@ class Store:
         summed over the task's processes, and:
           read / written (bool), local (replica on the task's host; None when unknown),
           readers (tasks of the stage reading the file), read_class '1-1' | 'N-1' (None if not read),
-          reread (bytes_read / size), stdio (used through a stdio stream by some process of the task).
+          reread (bytes_read / size), stdio (used through a stdio stream by some process of the task),
+          redirected (bytes written, all through fds the writing processes inherited: a shell's `>`).
         scope: 'gfarm' (Gfarm files only), 'all', or 'auto' (= gfarm when the run touched any Gfarm file)."""
         rid = self._run_id(run)
         if scope not in ("auto", "gfarm", "all"):
@@ -205,16 +206,19 @@ class Store:
         raw["kid"] = pd.Series(kid, index=files["id"]).reindex(raw["file_id"]).to_numpy()
         raw["created"] = raw["flags"] & 1
         raw["stdio"] = (raw["flags"] & 4) > 0
+        raw["own_written"] = raw["bytes_written"].where((raw["flags"] & 2) == 0, 0)   # through fds it opened
         raw["first_open_ns"] = raw["first_open_ns"].where(raw["first_open_ns"] > 0)
         agg = {c: "sum" for c in _SUM_COLS}
-        agg.update(max_offset="max", created="max", stdio="max", first_open_ns="min", last_close_ns="max")
+        agg.update(max_offset="max", created="max", stdio="max", first_open_ns="min", last_close_ns="max",
+                   own_written="sum")
         df = raw.groupby(["task_id", "kid"], sort=False).agg(agg).reset_index()
+        df["redirected"] = (df["bytes_written"] > 0) & (df["own_written"] == 0)
         df = df.join(kinfo, on="kid")
         tinfo = self._df("SELECT t.id AS task_id, t.name AS task, t.stage, h.name AS host FROM tasks t "
                          "LEFT JOIN hosts h ON h.id = t.host_id WHERE t.run_id = ?", (rid,)).set_index("task_id")
         df = df.join(tinfo, on="task_id")
         df = df[["task_id", "task", "stage", "host", "key", "on_gfarm", "size", "replicas", "resolved_at",
-                 "max_offset", "created", "stdio", "first_open_ns", "last_close_ns", *_SUM_COLS]]
+                 "max_offset", "created", "stdio", "redirected", "first_open_ns", "last_close_ns", *_SUM_COLS]]
         df["on_gfarm"] = df["on_gfarm"].astype(bool)
         df["read"] = (df["bytes_read"] > 0) | (df["reads"] > 0)
         df["written"] = (df["bytes_written"] > 0) | (df["writes"] > 0) | (df["creates"] > 0)

@@ -50,6 +50,8 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           local_fraction: FLOAT in [0,1]?    # written bytes that landed on the writer's host
           bytes_per_call: FLOAT?             # mean bytes per write system call (stdio: buffer-sized)
           rewrite_factor: FLOAT?             # bytes written / file size over task-file pairs (1 = written once)
+          redirected_fraction: FLOAT in [0,1]?   # of the task-file pairs written, the share whose bytes all went
+                                             # through fds the writers inherited (a shell's `>` created the file)
           op_size_quantiles: [FLOAT, ..]?
         metadata:
           ops_per_task: FLOAT                # opens + stats + unlinks + renames + mkdirs + rmdirs + truncates
@@ -139,6 +141,7 @@ class Write:
     bytes_per_call: float | None = None
     rewrite_factor: float | None = None
     op_size_quantiles: list | None = None
+    redirected_fraction: float | None = None
 
 
 @dataclass
@@ -210,7 +213,8 @@ class Workflow:
 
 _REQUIRED = {Stage: ("name", "tasks", "hosts"), Dist: ("min", "mean", "max"), Read: ("bytes_per_task",),
              Write: ("bytes_per_task",), Shared: ("files", "bytes"), Metadata: ()}
-_FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction", "stats_cached_fraction"}
+_FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction", "stats_cached_fraction",
+              "redirected_fraction"}
 _POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host"}
 
 

@@ -15,7 +15,7 @@ from . import formulas
 from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
-               "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache")
+               "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -356,12 +356,16 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         ops["read_shared"], size["read_shared"] = split(D_N, nsh)
     if need["write"]:
         ops["write"], size["write"] = split(D_w, w.files_per_task)
+    redirected = 0.0      # written files whose data went through an inherited fd: charged as their create
+    if "redirect" in on and ops.get("write") and w.redirected_fraction:
+        redirected = ops["write"] * w.redirected_fraction
+        ops["write"] -= redirected
     reopen = _opens(stage, ops) if "reopen" in on and "files" in on else {}
     for t, o in reopen.items():
         ops[t], size[t] = ops[t] * o, _per_open(size[t], o)
     n_stat = 0.0          # of the extra metadata ops, stats of existing files (at Ts when the envelope has it)
     if "metadata" in on:
-        data_opens = sum(ops.values())
+        data_opens = sum(ops.values()) + redirected
         # stats the client's attribute cache served (~2 us) are not charged
         cached = (md.stats_per_task or 0.0) * ((md.stats_cached_fraction or 0.0) if "stat_cache" in on else 0.0)
         stats = (md.stats_per_task or 0.0) - cached

@@ -53,6 +53,7 @@ def test_model_values(wf_yaml):
     assert s1.read.alpha is None                      # no Gfarm: locality unknown
     assert s1.write.bytes_per_task.max == 5000 and s1.metadata.creates_per_task == 1.5
     assert s2.write.rewrite_factor == 1.0              # final: 5,012 B written once
+    assert (s1.write.redirected_fraction, s2.write.redirected_fraction) == (1.0, 1.0)   # every output a `>`
     assert (s2.tasks, s2.read.bytes_per_task.mean, s2.shared.files, s2.write.bytes_per_task.mean) == (1, 5012, 0, 5012)
     assert s2.envelope.read_file_size == (5000 + 12) // 2
     st = Store(db).stages("R").set_index("stage")
@@ -60,6 +61,23 @@ def test_model_values(wf_yaml):
     assert s1.metadata.ops_per_task == st.loc["S1", "meta_ops"] / 2
     # dump -> load round trip
     assert wm.from_dict(yaml.safe_load(wm.dump(wf))) == wf
+
+
+def test_redirected_writes_are_told_from_own_writes(tmp_path, capsys):
+    """A file created by the shell's `>` and written through the inherited fd 1 is redirected; cp's own is not."""
+    from test_db_ingest import traced
+    d, logs = tmp_path / "d", tmp_path / "logs"
+    d.mkdir(), logs.mkdir()
+    (d / "in").write_bytes(b"x" * 3000)
+    for task, cmd in (("a", "cp in o1 && cat in > o2"), ("b", "cp in o3 && cp in o4")):
+        assert traced(logs, ["sh", "-c", f"cd {d} && {cmd}"], task, "S", "R").returncode == 0
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
+    tf = Store(db).task_files("R").set_index("key")
+    assert [bool(tf.loc[str(d / f), "redirected"]) for f in ("o1", "o2", "o3", "o4")] == [False, True, False, False]
+    out = tmp_path / "wf.yaml"
+    assert run_model(["--db", str(db), "--run", "R", "-o", str(out)], capsys)[0] == 0
+    assert wm.load(str(out)).stage("S").write.redirected_fraction == 0.25
 
 
 @pytest.mark.parametrize("path,value,msg", [
@@ -70,6 +88,7 @@ def test_model_values(wf_yaml):
     (("stages", 0, "write", "op_size_quantiles"), [5, 3], r"stages\[0\].write.op_size_quantiles: must be in increasing"),
     (("stages", 0, "write", "op_size_quantiles"), [5, "x"], r"stages\[0\].write.op_size_quantiles\[1\]: must be a num"),
     (("stages", 0, "write", "op_size_quantiles"), 5, r"stages\[0\].write.op_size_quantiles: must be a non-empty list"),
+    (("stages", 0, "write", "redirected_fraction"), 1.5, r"stages\[0\].write.redirected_fraction: must be <= 1"),
     (("stages", 0, "wirte"), {}, r"stages\[0\].wirte: unknown field"),
     (("mtcio_workflow",), 7, r"mtcio_workflow: schema version 7 not supported"),
 ])

@@ -152,6 +152,18 @@ def test_refined_io_overlap_and_metadata():
     assert faithful_meta.meta_s == pytest.approx(2 / 400)          # one create per round, as in (1)/(2)
 
 
+def test_redirected_writes_are_charged_as_their_create():
+    """`prog > out`: the shell's open creates the file, the data leaves at the program's exit (not a traced call),
+    so the trace times a create (Tm) and cheap writes, not a create-write-close op (TL)."""
+    surf = sqrt_envelope(hosts=None)
+    st = write_stage(n=8, files=2)                  # 2 rounds at k = 4, two 1 MiB files per task
+    st.write.redirected_fraction = 0.5
+    p = predict_stage(st, surf, "refined", REFINEMENTS)
+    assert p.write_s == pytest.approx(2 * 4 / 20, rel=1e-9) and p.meta_s == pytest.approx(2 * 4 / 400, rel=1e-9)
+    off = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"redirect"})
+    assert off.write_s == pytest.approx(2 * 2 * 4 / 20, rel=1e-9) and off.meta_s == 0.0
+
+
 def test_repeats_average_as_the_time_per_op():
     """gfarm2fs stalls ~45 ms now and then: one fast repeat must not make a cell look fast."""
     pts = [{"metric": "TL", "file_size": 256 * KiB, "hosts": 1, "procs_per_host": 1, "value": v, "ok": True,
