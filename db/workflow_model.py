@@ -50,9 +50,9 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           local_fraction: FLOAT in [0,1]?    # written bytes that landed on the writer's host
           bytes_per_call: FLOAT?             # mean bytes per write system call (stdio: buffer-sized)
           rewrite_factor: FLOAT?             # bytes written / file size over task-file pairs (1 = written once)
+          op_size_quantiles: [FLOAT, ..]?
           redirected_fraction: FLOAT in [0,1]?   # of the task-file pairs written, the share whose bytes all went
                                              # through fds the writers inherited (a shell's `>` created the file)
-          op_size_quantiles: [FLOAT, ..]?
         metadata:
           ops_per_task: FLOAT                # opens + stats + unlinks + renames + mkdirs + rmdirs + truncates
           creates_per_task: FLOAT
