@@ -170,6 +170,12 @@ def test_repeats_average_as_the_time_per_op():
             "repeat": r} for r, v in enumerate((140.0, 21.0, 20.0))]
     lk = EnvelopeSurface().fit(pts).value("TL", 256 * KiB, 1, 1)
     assert lk.value == pytest.approx(3 / (1 / 140 + 1 / 21 + 1 / 20), rel=1e-12)    # 28.6, not 60.3
+    # of five or more, one stalled repeat counts as the next slowest; a second one stays
+    five = lambda vs: EnvelopeSurface().fit([dict(pts[0], value=v, repeat=r) for r, v in enumerate(vs)])  # noqa: E731
+    assert five((829.0, 28.0, 984.0, 997.0, 588.0)).value("TL", 256 * KiB, 1, 1).value == pytest.approx(
+        5 / (1 / 984 + 1 / 997 + 1 / 829 + 2 / 588), rel=1e-12)
+    assert five((829.0, 28.0, 984.0, 997.0, 30.0)).value("TL", 256 * KiB, 1, 1).value == pytest.approx(
+        5 / (1 / 984 + 1 / 997 + 1 / 829 + 2 / 30), rel=1e-12)
 
 
 def test_interpolation_exact_monotone_and_extrapolation_warned():
