@@ -170,7 +170,7 @@ def _size_points(stage, size, reopen) -> dict:
     model's op_size_quantiles: a task's bytes on one file, at most its size). A file opened o > 1 times
     (refinement reopen) within the readahead window is o ops of its size; a larger one is one op of its size and
     o - 1 of the window (cfitsio reads the header, then the data). Bytes read again within one open cost
-    nothing: the page cache serves them (mViewer reads its 1.5-13 MB input three times in one open, 2.9x its
+    nothing: the page cache serves them (mViewer reads its 1.5-5.7 MB input three times in one open, 2.9x its
     size, in the time of one read). Terms without quantiles are left out. (Not the charged size over the points'
     mean: one 27 KB file among 212 of 300 B pulls the mean to 494 B.) A file written again (rewrite_factor:
     mImgtbl writes its 27 KB table twice, each close a stall) weighs as many ops."""
