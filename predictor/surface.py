@@ -84,7 +84,7 @@ class EnvelopeSurface:
             cells.setdefault(key, {}).setdefault((int(r["file_size"]), hosts * ppn), []).append(v)
         for key, c in cells.items():
             self.grids[key] = _Grid(sorted({s for s, _ in c}), sorted({k for _, k in c}), c)
-            self._means[key] = {ck: _hmean(v) for ck, v in c.items()}
+            self._means[key] = {ck: _cell_rate(v) for ck, v in c.items()}
         return self
 
     def metrics(self) -> set:
@@ -147,7 +147,7 @@ class EnvelopeSurface:
         rep.others = [o.replicate(rng) for o in self.others]
         rep.cold, rep.ops_per_proc = self.cold, self.ops_per_proc
         for key, g in self.grids.items():
-            rep._means[key] = {ck: _hmean([rng.choice(v) for _ in v]) for ck, v in g.cells.items()}
+            rep._means[key] = {ck: _cell_rate([rng.choice(v) for _ in v]) for ck, v in g.cells.items()}
         return rep
 
     # ---- lookup ------------------------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def _snap(x, xs):
     return x
 
 
-def _hmean(v) -> float:
+def _cell_rate(v) -> float:
     """The rate of the repeats' mean time per op, the slowest repeat taken as the next slowest when there are 5 or
     more: one stalled repeat in five says little of how often an op stalls (tcp_nodelay testbed, /work/mp19: a
     cell's 829, 28, 984, 997, 588 ops/s averaged to 124 and tripled two stages' predictions); two stay counted."""
