@@ -121,6 +121,7 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
     sizes, α, I/O concurrency and balance never come from the trace scored), validated against its own trace;
     the spread of the configuration's runs, (max - min) / mean of the measured stage time, printed beside."""
     errs = {}          # variant -> [(|err|, measured_s)]
+    inside = {}        # variant -> [measured within the prediction's 90 % interval]
     noise = []
     floor = []         # the least |error| one predicted time per configuration can have on its worst run
     whole = []
@@ -166,6 +167,8 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
                 line += f"{r['total_s']:>14.3f}{(f'{e:+.0f}' if e is not None else '-'):>8}"
                 if e is not None and meas:
                     errs.setdefault(v, []).append((abs(e), meas))
+                    if r.get("interval"):
+                        inside.setdefault(v, []).append(r["interval"][0] <= meas <= r["interval"][1])
                     tot.setdefault(v, [0.0, 0.0])
                     tot[v][0] += r["total_s"]
                     tot[v][1] += meas
@@ -181,6 +184,9 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
         print(f"Median |error| {v:<10}: {statistics.median(all_e):6.1f} % (p90 {p90(all_e):6.1f} %, "
               f"{len(all_e)} stages); stages >= 50 ms: median {statistics.median(big) if big else float('nan'):.1f} %"
               f" p90 {p90(big):.1f} % ({len(big)})")
+    for v, xs in inside.items():
+        print(f"measured inside the {v} 90 % interval: {sum(xs)} of {len(xs)} stage-runs ({100 * sum(xs) / len(xs):.0f} %; "
+              f"the interval resamples the envelope's repeats: the mean's uncertainty, not one run's)")
     if noise:
         print(f"spread of a stage's measured I/O time over the runs of its configuration, (max-min)/mean: "
               f"median {statistics.median(noise):.1f} %, p90 {p90(noise):.1f} % ({len(noise)} stage-runs)")
@@ -197,7 +203,7 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
 def predict(db, work, model_run, run, envs, extra, calibrate):
     args = [os.path.join(BIN, "mtcpredict"), os.path.join(work, f"{model_run}.yaml"),
             *[x for e in envs for x in ("--envelope", f"{db}:{e}")], "--validate", f"{db}:{run}", "--json",
-            "--bootstrap", "0", *extra]
+            "--bootstrap", "100", *extra]
     return json.loads(sh(*args, *(["--calibrate"] if calibrate else [])))
 
 
