@@ -64,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="write prediction.json, PNG maps and report.html into DIR")
     p.add_argument("--json", action="store_true", help="print everything as JSON on stdout instead of the table")
     p.add_argument("--bootstrap", type=int, default=100, metavar="N",
-                   help="envelope resamples for the 90%% intervals (default 100; 0: no intervals)")
+                   help="envelope resamples for the 90%% intervals (default 100; 0: no intervals): of one run's stage time "
+                        "(refined: a stage doing fewer ops at an envelope point than it has repeats draws that many "
+                        "of them), of the mean's (faithful)")
     p.add_argument("--files", choices=("auto", "gfarm", "all"), default="auto",
                    help="with --validate: which traced files count (as `mtcprof model --files`)")
     p.add_argument("--version", action="version", version=f"mtcpredict {_version()}")

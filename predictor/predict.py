@@ -3,8 +3,12 @@
     preds = predict_workflow(wf, surface, variants=("faithful", "refined"))   # list of StagePrediction
 
 The interval of a stage is the 5th-95th percentile of its prediction over `bootstrap` replicates of
-the envelope (each cell's mean over its repeats resampled with replacement; extrapolated values drawn
-from the regression's posterior).
+the envelope (each cell's repeats resampled with replacement; extrapolated values drawn from the
+regression's posterior). For the refined model a replicate is one run: a cell of a metric one slot does n
+ops at, fewer than the cell's repeats, is the mean of n ops drawn from the resampled repeats, so the interval
+of a stage of one write spans both its outcomes when the envelope's repeats at that size stalled now and then
+(with n at least the repeats, the mean's uncertainty is the larger: each cell the mean of its resampled
+repeats, as for the faithful model).
 """
 from __future__ import annotations
 
@@ -38,8 +42,9 @@ def predict_workflow(wf, surface, variants=("faithful", "refined"), refine=None,
         reps = [surface.replicate(rng) for _ in range(bootstrap)]
         for p in out:
             st = wf.stage(p.stage)
+            mine = [surface.replicate(rng, p.ops_per_slot) for _ in range(bootstrap)] if p.ops_per_slot else reps
             vals = sorted(predict_stage(st, r, p.variant, refine, io_concurrency.get(st.name)).total_s
-                          for r in reps)
+                          for r in mine)
             p.interval = (vals[int(0.05 * (len(vals) - 1))], vals[int(round(0.95 * (len(vals) - 1)))])
     return out
 

@@ -23,7 +23,9 @@ the stage's own when measured, else the nearest one (the lookup then says so).
 Every non-measured value carries a note naming the metric and how far out it is.
 
 `replicate(rng)` gives a surface whose cells are (harmonic) means of repeats resampled with replacement (and
-extrapolated values drawn from the GP posterior): the bootstrap behind the prediction intervals.
+extrapolated values drawn from the GP posterior): the bootstrap of the mean. `replicate(rng, ops)` gives one run's
+outcome instead: a cell of a metric a slot does n ops of, fewer than the cell's repeats, is the mean of n ops drawn
+from the resampled repeats, so a stage of one write sees that write stall as often as the envelope's repeats did.
 """
 from __future__ import annotations
 
@@ -140,14 +142,17 @@ class EnvelopeSurface:
         more = [s for s in self.others if s.cold and metric in s.metrics() and (s.ops_per_proc or 16) > mine]
         return max(more, key=lambda s: s.ops_per_proc or 16) if more else None
 
-    def replicate(self, rng) -> "EnvelopeSurface":
-        """A bootstrap replicate: every cell's (harmonic) mean over its repeats resampled with replacement."""
+    def replicate(self, rng, ops: dict | None = None) -> "EnvelopeSurface":
+        """A bootstrap replicate: every cell's (harmonic) mean over its repeats resampled with replacement.
+        ops (metric -> ops one slot does at it): a cell of such a metric with more repeats than that is instead
+        the mean time per op of that many ops drawn from the resampled repeats: one run's outcome (_Drawn)."""
         rep = EnvelopeSurface()
         rep.grids, rep._shared, rep._rng, rep.block = self.grids, self._shared, rng, self.block
-        rep.others = [o.replicate(rng) for o in self.others]
+        rep.others = [o.replicate(rng, ops) for o in self.others]
         rep.cold, rep.ops_per_proc = self.cold, self.ops_per_proc
         for key, g in self.grids.items():
-            rep._means[key] = {ck: _cell_rate([rng.choice(v) for _ in v]) for ck, v in g.cells.items()}
+            n = (ops or {}).get(THROUGHPUT_OF.get(key[0], key[0]))
+            rep._means[key] = _Drawn(g.cells, rng, n)
         return rep
 
     # ---- lookup ------------------------------------------------------------------------------------------------------
@@ -269,6 +274,31 @@ def _cell_rate(v) -> float:
     if len(t) >= 5:
         t[-1] = t[-2]
     return len(t) / sum(t)
+
+
+class _Drawn(dict):
+    """A replicate's cell values, drawn when first looked up (a stage reads a few dozen of thousands of cells).
+    n ops at a cell of r repeats: with n < r, the mean time per op of n ops drawn from the resampled repeats (one
+    run's outcome: a stage of one write stalls as often as the repeats did); with n >= r, the resampled repeats'
+    mean as the point estimate takes it (n ops average out at least as well as the repeats do)."""
+
+    def __init__(self, cells, rng, n):
+        super().__init__()
+        self.cells, self.rng, self.n = cells, rng, n
+
+    def __contains__(self, ck):
+        return ck in self.cells
+
+    def __missing__(self, ck):
+        v = self.cells[ck]
+        boot = [self.rng.choice(v) for _ in v]
+        if self.n is None or round(self.n) >= len(v):
+            rate = _cell_rate(boot)
+        else:
+            n = max(1, round(self.n))
+            rate = n / sum(1.0 / self.rng.choice(boot) for _ in range(n))
+        self[ck] = rate
+        return rate
 
 
 def _fit_gp(means: dict):

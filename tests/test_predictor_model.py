@@ -246,6 +246,27 @@ def test_intervals_cover_the_prediction_and_widen_with_spread():
     assert (pw.interval[1] - pw.interval[0]) > 5 * (pt.interval[1] - pt.interval[0])
 
 
+def test_the_interval_of_a_one_op_stage_spans_its_stall():
+    """A stage of one 1 MiB write, on an envelope whose five repeats there stalled once (10 ops/s against 100):
+    the point prediction is the winsorized mean (no stall), and one run's interval reaches the stall (0.1 s),
+    about one replicate in five; the mean's bootstrap (faithful: two or more stalls drawn of five) stays under
+    it. A stage of 64 such writes per slot
+    averages its stalls out: its interval is the mean's, around the point prediction."""
+    from mtcio.db.workflow_model import Workflow
+    reps = (1.0, 1.0, 0.1, 1.0, 1.0)
+    surf = EnvelopeSurface().fit(_pts("TL", {MiB: 100.0}, 1, 1, reps) + _pts("BL", {MiB: 100.0 * MiB}, 1, 1, reps)
+                                 + _pts("Tm", {0: 1000.0}, 1, 1, reps))
+    one = write_stage(n=1, hosts=1, ppn=1)
+    (p, f) = predict_workflow(Workflow(stages=[one]), surf, ("refined", "faithful"), bootstrap=400)
+    assert p.total_s == pytest.approx(0.01, rel=1e-9) and p.ops_per_slot == {"TL": 1.0}
+    assert p.interval[0] == pytest.approx(0.01, rel=1e-9) and p.interval[1] == pytest.approx(0.1, rel=1e-9)
+    assert f.interval[1] < 0.07
+    many = write_stage(n=64, hosts=1, ppn=1)
+    (q,) = predict_workflow(Workflow(stages=[many]), surf, ("refined",), bootstrap=400)
+    assert q.ops_per_slot == {"TL": 64.0}
+    assert q.total_s == pytest.approx(0.64) == q.interval[0] and q.interval[1] < 64 * 0.1
+
+
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
     assert parse_refine("-io_overlap,-metadata") == set(REFINEMENTS) - {"io_overlap", "metadata"}
