@@ -168,7 +168,7 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
                 if e is not None and meas:
                     errs.setdefault(v, []).append((abs(e), meas))
                     if r.get("interval"):
-                        inside.setdefault(v, []).append(r["interval"][0] <= meas <= r["interval"][1])
+                        inside.setdefault(v, []).append((stage, r["interval"][0] <= meas <= r["interval"][1]))
                     tot.setdefault(v, [0.0, 0.0])
                     tot[v][0] += r["total_s"]
                     tot[v][1] += meas
@@ -185,8 +185,13 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
               f"{len(all_e)} stages); stages >= 50 ms: median {statistics.median(big) if big else float('nan'):.1f} %"
               f" p90 {p90(big):.1f} % ({len(big)})")
     for v, xs in inside.items():
-        print(f"measured inside the {v} 90 % interval: {sum(xs)} of {len(xs)} stage-runs ({100 * sum(xs) / len(xs):.0f} %; "
-              f"the interval resamples the envelope's repeats: the mean's uncertainty, not one run's)")
+        n_in = sum(ok for _, ok in xs)
+        out = {}
+        for stage, ok in xs:
+            out[stage] = out.get(stage, 0) + (not ok)
+        worst = sorted(((n, st) for st, n in out.items() if n), reverse=True)[:5]
+        print(f"measured inside the {v} 90 % interval: {n_in} of {len(xs)} stage-runs ({100 * n_in / len(xs):.0f} %); "
+              f"most often outside: {', '.join(f'{st} {n}' for n, st in worst) or 'none'}")
     if noise:
         print(f"spread of a stage's measured I/O time over the runs of its configuration, (max-min)/mean: "
               f"median {statistics.median(noise):.1f} %, p90 {p90(noise):.1f} % ({len(noise)} stage-runs)")
