@@ -277,7 +277,7 @@ def _cell_rate(v) -> float:
 
 
 class _Drawn(dict):
-    """A replicate's cell values, drawn when first looked up (a stage reads a few dozen of thousands of cells).
+    """A replicate's cell values, drawn when first looked up (a stage reads a few dozen of the thousands of cells).
     n ops at a cell of r repeats: with n < r, the mean time per op of n ops drawn from the resampled repeats (one
     run's outcome: a stage of one write stalls as often as the repeats did); with n >= r, the resampled repeats'
     mean as the point estimate takes it (n ops average out at least as well as the repeats do)."""

@@ -250,8 +250,8 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
     """A stage of one 1 MiB write, on an envelope whose five repeats there stalled once (10 ops/s against 100):
     the point prediction is the winsorized mean (no stall), and one run's interval reaches the stall (0.1 s),
     about one replicate in five; the mean's bootstrap (faithful: two or more stalls drawn of five) stays under
-    it. A stage of 64 such writes per slot
-    averages its stalls out: its interval is the mean's, around the point prediction."""
+    it. A stage of 64 such writes per slot averages its stalls out: its interval is the mean's, from the point
+    prediction up."""
     from mtcio.db.workflow_model import Workflow
     reps = (1.0, 1.0, 0.1, 1.0, 1.0)
     surf = EnvelopeSurface().fit(_pts("TL", {MiB: 100.0}, 1, 1, reps) + _pts("BL", {MiB: 100.0 * MiB}, 1, 1, reps)

@@ -9,7 +9,8 @@ validated, calibrated: a ridge fit on the runs validated before it only). The sp
 is printed beside every error, and at the end the floor it sets: the error of the one time per configuration and
 stage nearest all its runs.
 Per stage: measured I/O time, predicted, error %; then median and p90 of |error| over every stage of every
-run, per variant, for all stages and for the stages whose measured I/O time is >= 50 ms, and the whole
+run, per variant, for all stages and for the stages whose measured I/O time is >= 50 ms, how many stage-runs
+fall inside their 90 % interval (100 envelope resamples) and which stages most often do not, and the whole
 workflow's I/O time (sum over stages) error per run.
 
     python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m,8k]
@@ -121,7 +122,7 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
     sizes, α, I/O concurrency and balance never come from the trace scored), validated against its own trace;
     the spread of the configuration's runs, (max - min) / mean of the measured stage time, printed beside."""
     errs = {}          # variant -> [(|err|, measured_s)]
-    inside = {}        # variant -> [measured within the prediction's 90 % interval]
+    inside = {}        # variant -> [(stage, measured within the prediction's 90 % interval)]
     noise = []
     floor = []         # the least |error| one predicted time per configuration can have on its worst run
     whole = []
