@@ -448,9 +448,9 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
             bounds[t] = "op throughput" if 1.0 / T >= size[t] / B else "bandwidth"
     if "metadata" not in on and need["write"]:
         bounds["meta"] = "metadata"
-    per_slot = {}
+    per_slot = {}         # the slot's R rounds of ops (the partial round among them)
     for t, n in ops.items():
         for m in (("Tm", "Ts") if TERM_METRIC[t] == "Tm" else (TERM_METRIC[t],)):
-            per_slot[m] = per_slot.get(m, 0.0) + n * sum(count for count, _ in parts)
+            per_slot[m] = per_slot.get(m, 0.0) + n * R
     return StagePrediction(stage.name, "refined", N, C, S, k, R, D, D_w, D_N, alpha, terms, bounds, env.used,
                            notes, None, refine=tuple(x for x in REFINEMENTS if x in on), ops_per_slot=per_slot)

@@ -17,6 +17,7 @@ workflow's I/O time (sum over stages) error per run.
                                           [--keep DIR | --predict-only DIR] [-- MTCPREDICT OPTIONS]
 """
 import argparse
+import collections
 import json
 import os
 import shutil
@@ -187,12 +188,9 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
               f" p90 {p90(big):.1f} % ({len(big)})")
     for v, xs in inside.items():
         n_in = sum(ok for _, ok in xs)
-        out = {}
-        for stage, ok in xs:
-            out[stage] = out.get(stage, 0) + (not ok)
-        worst = sorted(((n, st) for st, n in out.items() if n), reverse=True)[:5]
+        worst = collections.Counter(stage for stage, ok in xs if not ok).most_common(5)
         print(f"measured inside the {v} 90 % interval: {n_in} of {len(xs)} stage-runs ({100 * n_in / len(xs):.0f} %); "
-              f"most often outside: {', '.join(f'{st} {n}' for n, st in worst) or 'none'}")
+              f"most often outside: {', '.join(f'{st} {n}' for st, n in worst) or 'none'}")
     if noise:
         print(f"spread of a stage's measured I/O time over the runs of its configuration, (max-min)/mean: "
               f"median {statistics.median(noise):.1f} %, p90 {p90(noise):.1f} % ({len(noise)} stage-runs)")
