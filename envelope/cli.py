@@ -145,6 +145,10 @@ def parser() -> argparse.ArgumentParser:
                    "echo 3 > /proc/sys/vm/drop_caches on every host (needs root/sudo -n); "
                    "auto (default) = evict on a testbed, else drop; off")
     m.add_argument("--fsync", action="store_true", help="fsync before close on writes")
+    m.add_argument("--write-compute-ms", type=int, default=50, metavar="MS",
+                   help="TL/BL writers compute (spin) MS ms before their first write, as a task "
+                   "computes what it writes (default 50; 0 = write right after the start, "
+                   "idle): a write soon after compute can cost several times more")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
 
     im = sub.add_parser("import", help="store the points of benchmark outputs made elsewhere")
@@ -223,6 +227,8 @@ def cmd_measure(a) -> int:
             a.budget_factor < 1:
         raise ValueError("need 1 <= --repeat <= --max-repeat, --precision >= 0, "
                          "--budget-factor >= 1 and --time-budget >= 0")
+    if not 0 <= a.write_compute_ms <= 600000:
+        raise ValueError(f"--write-compute-ms: expected 0..600000 ms, got {a.write_compute_ms}")
     sweep = M.Sweep(sizes=a.sizes or list(M.DEFAULT_SIZES),
                     procs=a.procs or list(M.DEFAULT_PROCS), repeat=a.repeat,
                     max_repeat=a.max_repeat, precision=a.precision,
@@ -231,7 +237,8 @@ def cmd_measure(a) -> int:
                     metrics=a.metrics or list(METRICS), ops_per_proc=a.ops_per_proc,
                     creates_per_proc=a.creates_per_proc, timeout=a.timeout,
                     start_delay=a.start_delay, drop_caches=a.drop_caches, workdir=a.workdir,
-                    keep_files=a.keep_files, fsync=a.fsync, block=a.block)
+                    keep_files=a.keep_files, fsync=a.fsync, block=a.block,
+                    write_compute_ms=a.write_compute_ms)
     hosts = [h for h in (a.hosts or "").split(",") if h] or None
     if a.tool != "native":
         from . import tools

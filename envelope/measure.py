@@ -166,6 +166,9 @@ class Sweep:
     keep_files: bool = False
     fsync: bool = False
     block: int = 1 * MiB
+    # a task writes what it computed: the writers spin this long first (engine --compute-ms);
+    # right after compute a write costs up to ~3x one after idling (envelope/README.md)
+    write_compute_ms: int = 50
 
     def k_for(self, size: int) -> int:
         """Operations per process: enough bytes per process (2 MiB) to time a small file,
@@ -219,7 +222,8 @@ def plan(sweep: Sweep, nhosts: int) -> list[Step]:
                 ops = k * p * h
                 for r in range(sweep.repeat):
                     if kinds & {"write", "local", "remote"}:
-                        steps.append(Step("write", h, s, p, r, 0.35 + nbytes / 200e6 + ops / 800))
+                        steps.append(Step("write", h, s, p, r, 0.35 + sweep.write_compute_ms / 1000
+                                          + nbytes / 200e6 + ops / 800))
                     for kind in ("local", "remote", "shared"):
                         if kind in kinds and not (kind == "remote" and h < 2):
                             steps.append(Step(kind, h, s, p, r, 0.3 + nbytes / 800e6 + ops / 1000))
@@ -515,12 +519,12 @@ class Measurer:
         return runs, ("; ".join(errs) if errs else None)
 
     def argv(self, op: str, path: str, ppn: int, k: int, size: int | None, start: int,
-             rank_base: int) -> list[str]:
+             rank_base: int, compute_ms: int = 0) -> list[str]:
         return eng.engine_argv(op, path=path, procs=ppn, files_per_proc=k, size=size,
                                block=min(self.sw.block, size) if size else None,
                                backend=self.t.backend, start_at_ns=start,
                                timeout=self.sw.timeout, fsync=self.sw.fsync and op in ("create", "write"),
-                               rank_base=rank_base, exe=self.t.engine)
+                               rank_base=rank_base, compute_ms=compute_ms, exe=self.t.engine)
 
     def base_config(self, **kw) -> dict[str, Any]:
         cfg = {"backend": self.t.backend, "launcher": self.t.launcher_doc,
@@ -617,7 +621,8 @@ class Measurer:
         hosts = self.t.hosts[:st.h]
         runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
             "write", f"{self.t.prefix(h)}{self.wdir(st.size, st.ppn, st.h, st.rep, h)}"
-                     f"/f{{lrank}}_{{i}}", st.ppn, k, st.size, start, j * st.ppn), st.ppn * st.h)
+                     f"/f{{lrank}}_{{i}}", st.ppn, k, st.size, start, j * st.ppn,
+            self.sw.write_compute_ms), st.ppn * st.h)
         expected = {h: self.files(st.size, st.ppn, st.h, st.rep, h, k) for h in hosts}
         reps, werr = self.where([p for ps in expected.values() for p in ps])
         wrong = [(p, reps.get(p)) for h, ps in expected.items() for p in ps
@@ -643,6 +648,7 @@ class Measurer:
         cfg = self.base_config(ops_per_proc=k, files_per_proc=k, bytes_per_op=st.size,
                                block=min(self.sw.block, st.size),
                                fsync=self.sw.fsync, placement=placement,
+                               compute_ms_before=self.sw.write_compute_ms,
                                op="create+write+close", files="one per op, new names")
         return self.emit(st, "TL", runs, err, cfg, st.size, fail)
 

@@ -3,6 +3,7 @@
 POSIX backend on a local tmp dir: exact op counts and bytes, N-to-1, start-at, timeouts,
 interrupts, bad arguments. The gfarm backend runs against the testbed (marked testbed)."""
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -165,8 +166,30 @@ def test_start_at_synchronises(exe, tmp_path):
     assert int(r.summary["t_go_ns"]) >= start
 
 
+def test_compute_ms_spins_before_the_first_op_only(exe, tmp_path):
+    """Each worker computes (user CPU, not a sleep) for --compute-ms after the start; its first
+    op is timed from then and the next ones follow at once."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+    cp, r = run(exe, "--op", "write", "--procs", "2", "--files-per-proc", "3", "--size", "4k",
+                "--path", str(tmp_path / "w{rank}.{i}"), "--compute-ms", "300")
+    spent = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before
+    assert cp.returncode == 0, cp.stderr
+    assert r.meta["compute_ms"] == "300" and len(r.records) == 6
+    go = int(r.summary["t_go_ns"])
+    for rank in (0, 1):
+        recs = sorted((x for x in r.records if x.rank == rank), key=lambda x: x.i)
+        assert recs[0].t_start_ns - go >= 300_000_000
+        assert all(b.t_start_ns - a.t_end_ns < 50_000_000 for a, b in zip(recs, recs[1:]))
+    assert spent >= 0.25          # two workers spinning 0.3 s of wall time: >= one core's worth
+    assert os.path.getsize(tmp_path / "w1.2") == 4096
+    cp, r = run(exe, "--op", "write", "--size", "4k", "--path", str(tmp_path / "z{i}"))
+    assert r.meta["compute_ms"] == "0"
+    assert r.records[0].t_start_ns - int(r.summary["t_go_ns"]) < 100_000_000
+
+
 @pytest.mark.parametrize("args,msg", [
     ([], "--op is required"),
+    (["--op", "read", "--path", "x", "--compute-ms", "-5"], "--compute-ms"),
     (["--op", "copy", "--path", "x"], "--op: expected create, write, read or stat"),
     (["--op", "read"], "exactly one of --path"),
     (["--op", "read", "--path", "x", "--file-list", "y"], "exactly one of --path"),
