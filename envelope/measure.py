@@ -166,9 +166,9 @@ class Sweep:
     keep_files: bool = False
     fsync: bool = False
     block: int = 1 * MiB
-    # a task writes what it computed: the writers spin this long first (engine --compute-ms);
-    # right after compute a write costs up to ~3x one after idling (envelope/README.md)
-    write_compute_ms: int = 50
+    # the writers spin this long before writing (engine --compute-ms), as a task computes what it
+    # writes: right after compute a write can cost ~3x one after idling (envelope/README.md)
+    write_compute_ms: int = 0
 
     def k_for(self, size: int) -> int:
         """Operations per process: enough bytes per process (2 MiB) to time a small file,

@@ -58,21 +58,31 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     blocks = list(enumerate(a.block.split(",")))   # (index, block): the first also measures the metadata
     bracketed = [(i, blk) for i, blk in blocks if blk in a.bracket]
 
-    def envelope(name, label, *args, append=False):
+    def envelope(name, label, *args, append=False, writes=False):
         """One envelope of --sweep-repeat repeats per point: back to back, or (--interleave) as that many appended
-        sweeps of one repeat, a point's repeats then minutes apart (gfarm2fs's stalls come and go over minutes)."""
+        sweeps of one repeat, a point's repeats then minutes apart (gfarm2fs's stalls come and go over minutes).
+        With --writes-ab an envelope that has writes also gets its twin of TL/BL by writers computing first,
+        round by round with it (one repeat each, the order swapped every round), so both see the same minutes."""
         t = time.monotonic()
-        for r in range(a.sweep_repeat if a.interleave else 1):
-            sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", name, "--host-counts", hosts,
-               *SWEEP, "--repeat", "1" if a.interleave else str(a.sweep_repeat), *args,
-               *(["--append"] if append or r else []))
-        print(f"envelope {name}{label}: {time.monotonic() - t:.0f} s", flush=True)
+        twin = writes and a.writes_ab is not None
+        rounds = a.sweep_repeat if a.interleave or twin else 1
+        for r in range(rounds):
+            sweeps = [(name, [])]
+            if twin:
+                sweeps.append((twin_name(name, a.writes_ab), ["--metrics", "TL,BL",
+                                                              "--write-compute-ms", str(a.writes_ab)]))
+            for nm, extra in (sweeps if r % 2 == 0 else sweeps[::-1]):
+                sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", nm, "--host-counts", hosts,
+                   *SWEEP, "--repeat", "1" if rounds > 1 else str(a.sweep_repeat), *args, *extra,
+                   *(["--append"] if append or r else []))
+        print(f"envelope {name}{label}{' and its computing writers' if twin else ''}: {time.monotonic() - t:.0f} s",
+              flush=True)
 
     def block_sweep(i, blk, append=False):
         envelope(f"env-{blk}", " (again, after the runs)" if append else "", "--block", blk, "--sizes", a.sizes,
                  *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
                  *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []),
-                 append=append)
+                 append=append, writes=True)
 
     with bench.testbed_session(4, ["--tcp-nodelay"] if a.tcp_nodelay else []) as bed:
         for i, blk in blocks:
@@ -85,7 +95,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
         if a.many_files:
             small = ",".join(x for x in a.sizes.split(",") if parse_size(x) <= 256 << 10)
             envelope("env-many", " (16 files per process)", "--sizes", small, "--ops-per-proc", "16",
-                     "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN")
+                     "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN", writes=True)
         # the bracketed envelopes just before the runs and again just after them (same points, appended): the
         # testbed's stall rate drifts over minutes, and the runs' stages see the rate of their own minutes
         for i, blk in bracketed:
@@ -103,7 +113,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
         for i, blk in bracketed:
             block_sweep(i, blk, append=True)
     with open(os.path.join(work, "runs.json"), "w") as f:
-        json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a)}, f)
+        json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a), "writes_ab": a.writes_ab}, f)
     return runs
 
 
@@ -111,6 +121,23 @@ def models(db, work, runs):
     for r in runs:        # the workflow model of every run, by today's `mtcprof model`
         sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", r["run"], "-o",
            os.path.join(work, f"{r['run']}.yaml"))
+
+
+def twin_name(name, ms):
+    return f"{name}-c{ms}"
+
+
+def swapped_writes(db, work, envs, ms):
+    """A copy of the db whose envelopes have their twins' TL/BL points (writers computing ms ms first)."""
+    out = os.path.join(work, f"bench-c{ms}.db")
+    with sqlite3.connect(db) as src, sqlite3.connect(out) as dst:
+        src.backup(dst)
+        ids = dict(dst.execute("SELECT name, id FROM runs"))
+        for e in envs:
+            if twin_name(e, ms) in ids:
+                dst.execute("DELETE FROM envelope_points WHERE run_id = ? AND metric IN ('TL', 'BL')", (ids[e],))
+                dst.execute("UPDATE envelope_points SET run_id = ? WHERE run_id = ?", (ids[e], ids[twin_name(e, ms)]))
+    return out
 
 
 def envelope_names(a):
@@ -228,6 +255,12 @@ def stage_spread(db, work, runs):
             for st, v in vals.items() if len(v) == len(runs) and sum(v) > 0}
 
 
+def ab(a, work, db, runs, w, h, envs, ms):
+    print(f"\n==== the same runs predicted with the TL/BL of writers computing {ms} ms first (measured round by "
+          f"round with the envelopes above)", flush=True)
+    predict_all(a, work, swapped_writes(db, work, envs, ms), runs, w, h, envs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiles", default="16,36,64")
@@ -264,6 +297,10 @@ def main():
     ap.add_argument("--no-many-files", dest="many_files", action="store_false",
                     help="no envelope of 16 files per process (sizes <= 256 KiB; the refined model's first_op uses it "
                          "for stages whose processes open several files in turn)")
+    ap.add_argument("--writes-ab", type=int, metavar="MS",
+                    help="also measure every envelope's TL/BL with writers computing MS ms first (mtcenvelope "
+                         "--write-compute-ms), round by round with it, and predict every run a second time with "
+                         "those writes: the two regimes compared on the same runs and minutes")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
@@ -282,6 +319,8 @@ def main():
         db = os.path.join(work, "bench.db")
         models(db, work, kept["runs"])
         predict_all(a, work, db, kept["runs"], w, h, kept.get("envelopes"))
+        if kept.get("writes_ab") is not None:
+            ab(a, work, db, kept["runs"], w, h, kept.get("envelopes"), kept["writes_ab"])
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
         return
     tiles = [int(x) for x in a.tiles.split(",")]
@@ -295,6 +334,8 @@ def main():
         runs = measure_and_run(a, work, db, tiles, hostcounts, w, h)
         models(db, work, runs)
         predict_all(a, work, db, runs, w, h)
+        if a.writes_ab is not None:
+            ab(a, work, db, runs, w, h, envelope_names(a), a.writes_ab)
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
     finally:
         if not a.keep:
