@@ -74,8 +74,8 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
         assert (c["files_per_proc"], c["ops_per_proc"]) == want
         assert c["ops"] == want[1] * ppn * 4 and c["bytes_per_op"] == size
         assert c["precision"]["stopped"] == "fixed count (--precision 0)"
-    # writers write right after the start (the default --write-compute-ms 0), and say so
-    assert {c.get("compute_ms_before") for c in df[df.metric.isin(["TL", "BL"])].config} == {0}
+    # writers compute first, as tasks do (the default --write-compute-ms 50); readers do not
+    assert {c.get("compute_ms_before") for c in df[df.metric.isin(["TL", "BL"])].config} == {50}
     assert all("compute_ms_before" not in c for c in df[~df.metric.isin(["TL", "BL"])].config)
     ts = df[df.metric == "Ts"]
     assert len(ts) == 2 and ts.iloc[0].config["files"] == "the Tm run's, created on the next host"

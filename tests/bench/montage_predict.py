@@ -14,7 +14,9 @@ fall inside their 90 % interval (100 envelope resamples) and which stages most o
 workflow's I/O time (sum over stages) error per run.
 
     python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m,8k]
-                                          [--keep DIR | --predict-only DIR] [-- MTCPREDICT OPTIONS]
+                                          [--writes-ab MS] [--keep DIR | --predict-only DIR] [-- MTCPREDICT OPTIONS]
+(--writes-ab MS: every envelope's TL/BL also measured with writers computing MS ms first, round by round with it,
+and every run predicted a second time with those writes.)
 """
 import argparse
 import collections
