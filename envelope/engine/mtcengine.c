@@ -13,7 +13,7 @@
  *    records of a worker killed by the timeout survive it;
  *  - --compute-ms lets every worker compute (spin) before its first op, as a task computes what
  *    it writes: a write soon after a CPU burst can cost several times one after idling (on a
- *    2-vCPU VM, 1 MiB in 8 KiB calls: 19-21 ms after 100 ms of compute, 5.4-6.1 ms after
+ *    2-vCPU VM, 1 MiB in 8 KiB calls: 18.5-21.1 ms after 100 ms of compute, 5.4-6.1 ms after
  *    100 ms of sleep), and the workers otherwise wait idle for the start.
  *
  * Exit status: 0 all ops ok, 1 some op failed, 2 bad arguments, 3 timeout (workers killed),
