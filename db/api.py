@@ -168,7 +168,8 @@ class Store:
           read / written (bool), local (replica on the task's host; None when unknown),
           readers (tasks of the stage reading the file), read_class '1-1' | 'N-1' (None if not read),
           reread (bytes_read / size), stdio (used through a stdio stream by some process of the task),
-          redirected (bytes written, all through fds the writing processes inherited: a shell's `>`).
+          redirected (bytes written, all through fds the writing processes inherited: a shell's `>`),
+          left_open (written through fds the task opened, some of which it never closed: left for exit to close).
         scope: 'gfarm' (Gfarm files only), 'all', or 'auto' (= gfarm when the run touched any Gfarm file)."""
         rid = self._run_id(run)
         if scope not in ("auto", "gfarm", "all"):
@@ -213,12 +214,14 @@ class Store:
                    own_written="sum")
         df = raw.groupby(["task_id", "kid"], sort=False).agg(agg).reset_index()
         df["redirected"] = (df["bytes_written"] > 0) & (df["own_written"] == 0)
+        df["left_open"] = (df["own_written"] > 0) & (df["closes"] < df["opens"] + df["dups"])
         df = df.join(kinfo, on="kid")
         tinfo = self._df("SELECT t.id AS task_id, t.name AS task, t.stage, h.name AS host FROM tasks t "
                          "LEFT JOIN hosts h ON h.id = t.host_id WHERE t.run_id = ?", (rid,)).set_index("task_id")
         df = df.join(tinfo, on="task_id")
         df = df[["task_id", "task", "stage", "host", "key", "on_gfarm", "size", "replicas", "resolved_at",
-                 "max_offset", "created", "stdio", "redirected", "first_open_ns", "last_close_ns", *_SUM_COLS]]
+                 "max_offset", "created", "stdio", "redirected", "left_open", "first_open_ns", "last_close_ns",
+                 *_SUM_COLS]]
         df["on_gfarm"] = df["on_gfarm"].astype(bool)
         df["read"] = (df["bytes_read"] > 0) | (df["reads"] > 0)
         df["written"] = (df["bytes_written"] > 0) | (df["writes"] > 0) | (df["creates"] > 0)

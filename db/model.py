@@ -175,7 +175,8 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                    rewrite_factor=_f(w["bytes_written"].sum() / w["size"].sum()) if len(w) and
                    w["size"].sum() > 0 else None,
                    op_size_quantiles=_op_sizes(w, "bytes_written"),
-                   redirected_fraction=_round(w["redirected"].mean()) if len(w) else None)
+                   redirected_fraction=_round(w["redirected"].mean()) if len(w) else None,
+                   left_open_fraction=_round(w["left_open"].mean()) if len(w) else None)
         md = Metadata(ops_per_task=_num(st["meta_ops"] / n), creates_per_task=_num(st["creates"] / n),
                       opens_per_task=_num(st["opens"] / n), stats_per_task=_num(st["stats"] / n),
                       stats_cached_fraction=_stats_cached(f))

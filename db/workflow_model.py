@@ -53,6 +53,8 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           op_size_quantiles: [FLOAT, ..]?
           redirected_fraction: FLOAT in [0,1]?   # of the task-file pairs written, the share whose bytes all went
                                              # through fds the writers inherited (a shell's `>` created the file)
+          left_open_fraction: FLOAT in [0,1]?    # the share written through fds the task opened and left for its
+                                             # exit to close (a stdio stream never fclosed)
         metadata:
           ops_per_task: FLOAT                # opens + stats + unlinks + renames + mkdirs + rmdirs + truncates
           creates_per_task: FLOAT
@@ -142,6 +144,7 @@ class Write:
     rewrite_factor: float | None = None
     op_size_quantiles: list | None = None
     redirected_fraction: float | None = None
+    left_open_fraction: float | None = None
 
 
 @dataclass
@@ -214,7 +217,7 @@ class Workflow:
 _REQUIRED = {Stage: ("name", "tasks", "hosts"), Dist: ("min", "mean", "max"), Read: ("bytes_per_task",),
              Write: ("bytes_per_task",), Shared: ("files", "bytes"), Metadata: ()}
 _FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction", "stats_cached_fraction",
-              "redirected_fraction"}
+              "redirected_fraction", "left_open_fraction"}
 _POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host"}
 
 

@@ -16,8 +16,8 @@ variants:
             tiny shared headers metadata-bound, the I/O concurrency seen in the trace, the envelope of the
             stage's call size, its spread of op sizes, the busiest host's share of tasks, warm reads of the
             run's own outputs, a process's first op dearer than its next, every open of a re-opened file
-            an op, stats the attribute cache served free, a shell-redirected output as its create
-            (--refine picks)
+            an op, stats the attribute cache served free, a shell-redirected output or one left for
+            exit to close as its create (--refine picks)
   calibrated  (with --calibrate) the refined model corrected by a regression of its past errors,
             judged by leave-one-run-out cross-validation
 

@@ -357,9 +357,11 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         ops["read_shared"], size["read_shared"] = split(D_N, nsh)
     if need["write"]:
         ops["write"], size["write"] = split(D_w, w.files_per_task)
-    redirected = 0.0      # written files whose data went through an inherited fd: charged as their create
-    if "redirect" in on and ops.get("write") and w.redirected_fraction:
-        redirected = ops["write"] * w.redirected_fraction
+    # written files whose data and close leave at exit (an inherited fd; a stream never closed): charged as their create
+    redirected = 0.0
+    at_exit = (w.redirected_fraction or 0.0) + (w.left_open_fraction or 0.0)
+    if "redirect" in on and ops.get("write") and at_exit:
+        redirected = ops["write"] * min(1.0, at_exit)
         ops["write"] -= redirected
     reopen = _opens(stage, ops) if "reopen" in on and "files" in on else {}
     for t, o in reopen.items():

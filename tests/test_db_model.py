@@ -1,5 +1,6 @@
 """mtcprof model: the workflow YAML from a traced run, and the schema loader's checks."""
 import copy
+import sys
 
 import pytest
 import yaml
@@ -78,6 +79,30 @@ def test_redirected_writes_are_told_from_own_writes(tmp_path, capsys):
     out = tmp_path / "wf.yaml"
     assert run_model(["--db", str(db), "--run", "R", "-o", str(out)], capsys)[0] == 0
     assert wm.load(str(out)).stage("S").write.redirected_fraction == 0.25
+
+
+def test_files_left_for_exit_to_close_are_told(tmp_path, capsys):
+    """A file written through an fd the program opened and never closed (dup'ed, one copy closed) leaves its close to
+    the exit, which no traced call times; one it closed does not; a `>` output is redirected, not left open."""
+    from test_db_ingest import traced
+    d, logs = tmp_path / "d", tmp_path / "logs"
+    d.mkdir(), logs.mkdir()
+    py = ("import os\n"
+          "a = os.open('o1', os.O_WRONLY | os.O_CREAT, 0o644); os.write(a, b'x' * 100); os.close(a)\n"
+          "b = os.open('o2', os.O_WRONLY | os.O_CREAT, 0o644); c = os.dup(b); os.write(b, b'y' * 50); os.close(b)\n"
+          "os.write(1, b'z' * 7)\n"
+          "os._exit(0)\n")
+    assert traced(logs, ["sh", "-c", f"cd {d} && {sys.executable} -c \"{py}\" > o3"], "a", "S", "R").returncode == 0
+    assert [(d / f).stat().st_size for f in ("o1", "o2", "o3")] == [100, 50, 7]
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
+    tf = Store(db).task_files("R").set_index("key")
+    assert [bool(tf.loc[str(d / f), "left_open"]) for f in ("o1", "o2", "o3")] == [False, True, False]
+    assert [bool(tf.loc[str(d / f), "redirected"]) for f in ("o1", "o2", "o3")] == [False, False, True]
+    out = tmp_path / "wf.yaml"
+    assert run_model(["--db", str(db), "--run", "R", "-o", str(out)], capsys)[0] == 0
+    w = wm.load(str(out)).stage("S").write
+    assert (w.left_open_fraction, w.redirected_fraction) == (0.3333, 0.3333)
 
 
 @pytest.mark.parametrize("path,value,msg", [

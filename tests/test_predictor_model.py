@@ -162,6 +162,13 @@ def test_redirected_writes_are_charged_as_their_create():
     assert p.write_s == pytest.approx(2 * 4 / 20, rel=1e-9) and p.meta_s == pytest.approx(2 * 4 / 400, rel=1e-9)
     off = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"redirect"})
     assert off.write_s == pytest.approx(2 * 2 * 4 / 20, rel=1e-9) and off.meta_s == 0.0
+    # a file the program opened itself but left for its exit to close is charged the same way, and the two add up
+    st.write.redirected_fraction, st.write.left_open_fraction = None, 0.5
+    same = predict_stage(st, surf, "refined", REFINEMENTS)
+    assert (same.write_s, same.meta_s) == (p.write_s, p.meta_s)
+    st.write.redirected_fraction = 0.5
+    both = predict_stage(st, surf, "refined", REFINEMENTS)
+    assert both.write_s == 0.0 and both.meta_s == pytest.approx(2 * 2 * 4 / 400, rel=1e-9)
 
 
 def test_repeats_average_as_the_time_per_op():
