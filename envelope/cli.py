@@ -145,10 +145,10 @@ def parser() -> argparse.ArgumentParser:
                    "echo 3 > /proc/sys/vm/drop_caches on every host (needs root/sudo -n); "
                    "auto (default) = evict on a testbed, else drop; off")
     m.add_argument("--fsync", action="store_true", help="fsync before close on writes")
-    m.add_argument("--write-compute-ms", type=int, default=50, metavar="MS",
+    m.add_argument("--write-compute-ms", type=int, default=0, metavar="MS",
                    help="TL/BL writers compute (spin) MS ms before their first write, as a task "
-                   "computes what it writes (default 50; 0: they write right after the start, "
-                   "idle); a write soon after compute can cost several times more "
+                   "computes what it writes (default 0: they write right after the start, idle); "
+                   "on some machines a write soon after compute costs several times more "
                    "(envelope/README.md)")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
 

@@ -168,7 +168,7 @@ class Sweep:
     block: int = 1 * MiB
     # the writers spin this long before writing (engine --compute-ms), as a task computes what it
     # writes: right after compute a write can cost ~3x one after idling (envelope/README.md)
-    write_compute_ms: int = 50
+    write_compute_ms: int = 0
 
     def k_for(self, size: int) -> int:
         """Operations per process: enough bytes per process (2 MiB) to time a small file,

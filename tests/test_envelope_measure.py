@@ -56,7 +56,8 @@ def test_a_points_rate_is_the_rate_of_its_mean_time():
 def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
     db = tmp_path / "e.db"
     cp = measure("--db", db, "--name", "small", "--sizes", "1k,1m", "--procs", "1,2",
-                 "--repeat", "1", "--precision", "0", "--keep-files", "--workdir", "/envtest")
+                 "--repeat", "1", "--precision", "0", "--keep-files", "--workdir", "/envtest",
+                 "--write-compute-ms", "20")
     assert "100.0%" in cp.stderr                  # the progress bar reached the end
     df = load(db, "small")
     assert set(df["metric"]) == {"Tm", "Ts", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"}
@@ -74,8 +75,8 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
         assert (c["files_per_proc"], c["ops_per_proc"]) == want
         assert c["ops"] == want[1] * ppn * 4 and c["bytes_per_op"] == size
         assert c["precision"]["stopped"] == "fixed count (--precision 0)"
-    # writers compute first, as tasks do (the default --write-compute-ms 50); readers do not
-    assert {c.get("compute_ms_before") for c in df[df.metric.isin(["TL", "BL"])].config} == {50}
+    # writers compute first when asked (--write-compute-ms), as tasks do; readers never
+    assert {c.get("compute_ms_before") for c in df[df.metric.isin(["TL", "BL"])].config} == {20}
     assert all("compute_ms_before" not in c for c in df[~df.metric.isin(["TL", "BL"])].config)
     ts = df[df.metric == "Ts"]
     assert len(ts) == 2 and ts.iloc[0].config["files"] == "the Tm run's, created on the next host"
