@@ -357,7 +357,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         ops["read_shared"], size["read_shared"] = split(D_N, nsh)
     if need["write"]:
         ops["write"], size["write"] = split(D_w, w.files_per_task)
-    # written files whose data and close leave at exit (an inherited fd; a stream never closed): charged as their create
+    # written files whose data and close leave at exit (an inherited fd, a stream never closed): charged as creates
     redirected = 0.0
     at_exit = (w.redirected_fraction or 0.0) + (w.left_open_fraction or 0.0)
     if "redirect" in on and ops.get("write") and at_exit:
