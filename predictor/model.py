@@ -358,17 +358,17 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     if need["write"]:
         ops["write"], size["write"] = split(D_w, w.files_per_task)
     # written files whose data and close leave at exit (an inherited fd, a stream never closed): charged as creates
-    redirected = 0.0
-    at_exit = (w.redirected_fraction or 0.0) + (w.left_open_fraction or 0.0)
-    if "redirect" in on and ops.get("write") and at_exit:
-        redirected = ops["write"] * min(1.0, at_exit)
-        ops["write"] -= redirected
+    at_exit = 0.0
+    share = (w.redirected_fraction or 0.0) + (w.left_open_fraction or 0.0)
+    if "redirect" in on and ops.get("write") and share:
+        at_exit = ops["write"] * min(1.0, share)
+        ops["write"] -= at_exit
     reopen = _opens(stage, ops) if "reopen" in on and "files" in on else {}
     for t, o in reopen.items():
         ops[t], size[t] = ops[t] * o, _per_open(size[t], o)
     n_stat = 0.0          # of the extra metadata ops, stats of existing files (at Ts when the envelope has it)
     if "metadata" in on:
-        data_opens = sum(ops.values()) + redirected
+        data_opens = sum(ops.values()) + at_exit
         # stats the client's attribute cache served (~2 us) are not charged
         cached = (md.stats_per_task or 0.0) * ((md.stats_cached_fraction or 0.0) if "stat_cache" in on else 0.0)
         stats = (md.stats_per_task or 0.0) - cached

@@ -77,8 +77,8 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                 sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", nm, "--host-counts", hosts,
                    *SWEEP, "--repeat", "1" if rounds > 1 else str(a.sweep_repeat), *args, *extra,
                    *(["--append"] if append or r else []))
-        print(f"envelope {name}{label}{' and its computing writers' if twin else ''}: {time.monotonic() - t:.0f} s",
-              flush=True)
+        also = f" and its twin of writers computing {a.writes_ab} ms first" if twin else ""
+        print(f"envelope {name}{label}{also}: {time.monotonic() - t:.0f} s", flush=True)
 
     def block_sweep(i, blk, append=False):
         envelope(f"env-{blk}", " (again, after the runs)" if append else "", "--block", blk, "--sizes", a.sizes,
