@@ -150,6 +150,10 @@ def parser() -> argparse.ArgumentParser:
                    "computes what it writes (default 0: they write right after the start, idle); "
                    "on some machines a write soon after compute costs several times more "
                    "(envelope/README.md)")
+    m.add_argument("--hogs-per-host", type=int, default=0, metavar="H",
+                   help="H processes per host only compute (spin) beside every measured run: the "
+                   "envelope of hosts whose CPUs tasks keep busy (default 0). mtcpredict blends it "
+                   "with an idle envelope by each stage's traced cpu_load (refinement cpu_load)")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
 
     im = sub.add_parser("import", help="store the points of benchmark outputs made elsewhere")
@@ -230,6 +234,10 @@ def cmd_measure(a) -> int:
                          "--budget-factor >= 1 and --time-budget >= 0")
     if not 0 <= a.write_compute_ms <= 600000:
         raise ValueError(f"--write-compute-ms: expected 0..600000 ms, got {a.write_compute_ms}")
+    if not 0 <= a.hogs_per_host <= 256:
+        raise ValueError(f"--hogs-per-host: expected 0..256, got {a.hogs_per_host}")
+    if a.hogs_per_host and a.tool != "native":
+        raise ValueError(f"--hogs-per-host: only the native engine runs them (not --tool {a.tool})")
     sweep = M.Sweep(sizes=a.sizes or list(M.DEFAULT_SIZES),
                     procs=a.procs or list(M.DEFAULT_PROCS), repeat=a.repeat,
                     max_repeat=a.max_repeat, precision=a.precision,
@@ -239,7 +247,7 @@ def cmd_measure(a) -> int:
                     creates_per_proc=a.creates_per_proc, timeout=a.timeout,
                     start_delay=a.start_delay, drop_caches=a.drop_caches, workdir=a.workdir,
                     keep_files=a.keep_files, fsync=a.fsync, block=a.block,
-                    write_compute_ms=a.write_compute_ms)
+                    write_compute_ms=a.write_compute_ms, hogs_per_host=a.hogs_per_host)
     hosts = [h for h in (a.hosts or "").split(",") if h] or None
     if a.tool != "native":
         from . import tools

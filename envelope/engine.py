@@ -96,7 +96,7 @@ def engine_argv(op: str, *, path: str | None = None, file_list: str | None = Non
                 procs: int = 1, files_per_proc: int = 1, size: int | None = None,
                 block: int | None = None, backend: str = "posix",
                 start_at_ns: int | None = None, timeout: float | None = None,
-                fsync: bool = False, rank_base: int = 0, compute_ms: int = 0,
+                fsync: bool = False, rank_base: int = 0, compute_ms: int = 0, hogs: int = 0,
                 exe: str | os.PathLike | None = None) -> list[str]:
     """argv of one engine run. ``path`` may hold {rank}, {lrank}, {i}, {host}; a path without
     placeholders makes every process use the same file (N-to-1)."""
@@ -121,6 +121,8 @@ def engine_argv(op: str, *, path: str | None = None, file_list: str | None = Non
         argv += ["--rank-base", str(rank_base)]
     if compute_ms:
         argv += ["--compute-ms", str(int(compute_ms))]
+    if hogs:
+        argv += ["--hogs", str(int(hogs))]
     return argv
 
 

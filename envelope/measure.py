@@ -169,6 +169,9 @@ class Sweep:
     # the writers spin this long before writing (engine --compute-ms), as a task computes what it
     # writes: right after compute a write can cost ~3x one after idling (envelope/README.md)
     write_compute_ms: int = 0
+    # processes that only compute beside every engine run, per host (engine --hogs): the envelope of a file
+    # system whose hosts' CPUs are busy with tasks (envelope/README.md)
+    hogs_per_host: int = 0
 
     def k_for(self, size: int) -> int:
         """Operations per process: enough bytes per process (2 MiB) to time a small file,
@@ -524,11 +527,14 @@ class Measurer:
                                block=min(self.sw.block, size) if size else None,
                                backend=self.t.backend, start_at_ns=start,
                                timeout=self.sw.timeout, fsync=self.sw.fsync and op in ("create", "write"),
-                               rank_base=rank_base, compute_ms=compute_ms, exe=self.t.engine)
+                               rank_base=rank_base, compute_ms=compute_ms, hogs=self.sw.hogs_per_host,
+                               exe=self.t.engine)
 
     def base_config(self, **kw) -> dict[str, Any]:
         cfg = {"backend": self.t.backend, "launcher": self.t.launcher_doc,
                "timeout_s": self.sw.timeout, "workdir": self.root}
+        if self.sw.hogs_per_host:
+            cfg["hogs_per_host"] = self.sw.hogs_per_host
         cfg.update(kw)
         return cfg
 
@@ -930,7 +936,7 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "testbed": bool(target.testbed), "status": "running",
             "precision": sweep.precision, "max_repeat": sweep.max_repeat,
             "time_budget_s": sweep.time_budget, "budget_factor": sweep.budget_factor,
-            "block": sweep.block, "ops_per_proc": sweep.ops_per_proc}
+            "block": sweep.block, "ops_per_proc": sweep.ops_per_proc, "hogs_per_host": sweep.hogs_per_host}
     if row is not None:
         set_status(conn, name, "running")
 

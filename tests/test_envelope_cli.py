@@ -97,6 +97,17 @@ def test_missing_tool_is_a_clear_error(tmp_path, tool, exe):
     assert not (tmp_path / "t.db").exists()
 
 
+@pytest.mark.parametrize("args,msg", [
+    (["--hogs-per-host", "-1"], "--hogs-per-host: expected 0..256, got -1"),
+    (["--hogs-per-host", "1", "--tool", "fio"], "--hogs-per-host: only the native engine runs them (not --tool fio)"),
+])
+def test_bad_hogs_per_host_is_a_clear_error(tmp_path, args, msg):
+    cp = cli("measure", "--db", tmp_path / "t.db", "--hosts", "h1", "--launcher", "ssh {host}", "--mount", "/gfarm",
+             *args, check=False)
+    assert cp.returncode == 2 and msg in cp.stderr and "Traceback" not in cp.stderr
+    assert not (tmp_path / "t.db").exists()
+
+
 def test_tool_path_with_a_stand_in_fio(tmp_path):
     """A stand-in `fio` (prints recorded fio JSON) runs through the same code path as the real
     one: per-host commands through the launcher, parsed by the fio driver, stored."""

@@ -187,8 +187,26 @@ def test_compute_ms_spins_before_the_first_op_only(exe, tmp_path):
     assert r.records[0].t_start_ns - int(r.summary["t_go_ns"]) < 100_000_000
 
 
+def test_hogs_compute_beside_the_workers_and_end_with_them(exe, tmp_path):
+    """--hogs N: N more processes spin (user CPU) while the workers do their ops, and are gone when the engine
+    exits; the workers' ops are the same."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+    cp, r = run(exe, "--op", "write", "--procs", "1", "--files-per-proc", "1", "--size", "4k",
+                "--path", str(tmp_path / "h{rank}.{i}"), "--compute-ms", "300", "--hogs", "2")
+    spent = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before
+    assert cp.returncode == 0, cp.stderr
+    assert r.meta["hogs"] == "2" and len(r.records) == 1 and r.summary["ok"] == "1"
+    assert os.path.getsize(tmp_path / "h0.0") == 4096
+    assert spent >= 0.45          # the worker's 0.3 s and two hogs beside it on however many cores
+    ps = subprocess.run(["pgrep", "-f", f"{exe} --op write .*--hogs"], capture_output=True, text=True)
+    assert ps.stdout == ""        # no hog outlives its engine
+    cp, r = run(exe, "--op", "write", "--size", "4k", "--path", str(tmp_path / "z{i}"))
+    assert r.meta["hogs"] == "0"
+
+
 @pytest.mark.parametrize("args,msg", [
     ([], "--op is required"),
+    (["--op", "read", "--path", "x", "--hogs", "-1"], "--hogs"),
     (["--op", "read", "--path", "x", "--compute-ms", "-5"], "--compute-ms"),
     (["--op", "copy", "--path", "x"], "--op: expected create, write, read or stat"),
     (["--op", "read"], "exactly one of --path"),

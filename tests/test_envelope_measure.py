@@ -78,6 +78,7 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
     # writers compute first when asked (--write-compute-ms), as tasks do; readers never
     assert {c.get("compute_ms_before") for c in df[df.metric.isin(["TL", "BL"])].config} == {20}
     assert all("compute_ms_before" not in c for c in df[~df.metric.isin(["TL", "BL"])].config)
+    assert all("hogs_per_host" not in c for c in df.config)
     ts = df[df.metric == "Ts"]
     assert len(ts) == 2 and ts.iloc[0].config["files"] == "the Tm run's, created on the next host"
     workdir = df["config"].iloc[0]["workdir"]
@@ -107,6 +108,20 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
     finally:
         testbed.exec(testbed.hosts[0], ["gfrm", "-rf", "/envtest"], check=False)
 
+
+def test_an_envelope_measured_beside_computing_processes(testbed, tmp_path):
+    """--hogs-per-host: every run beside that many spinning processes per host, said in every point and in the
+    run's meta, where mtcpredict reads it; none of them left running."""
+    from mtcio.predictor import envelope_source
+    db = tmp_path / "e.db"
+    measure("--db", db, "--name", "loaded", "--sizes", "64k", "--procs", "1", "--repeat", "2", "--precision", "0",
+            "--metrics", "TL,BL,T1L,B1L", "--block", "8k", "--hogs-per-host", "1", "--quiet")
+    df = load(db, "loaded")
+    assert df["ok"].all() and len(df) == 8, df[["metric", "ok", "error"]]
+    assert [c["hogs_per_host"] for c in df.config] == [1] * 8
+    e = envelope_source.load(f"{db}:loaded")
+    assert (e.hogs, e.block) == (1, 8192)
+    assert subprocess.run(["pgrep", "-f", "mtcengine"], capture_output=True, text=True).stdout == ""
 
 @pytest.mark.parametrize("counts,expect", [("1..all", [1, 2, 3, 4]), ("4,2", [4, 2])])
 def test_host_counts_sweep(testbed, tmp_path, counts, expect):

@@ -14,7 +14,11 @@
  *  - --compute-ms lets every worker compute (spin) before its first op, as a task computes what
  *    it writes: a write soon after a CPU burst can cost several times one after idling (on a
  *    2-vCPU VM, 1 MiB in 8 KiB calls: 18.5-21.1 ms after 100 ms of compute, 5.4-6.1 ms after
- *    100 ms of sleep), and the workers otherwise wait idle for the start.
+ *    100 ms of sleep), and the workers otherwise wait idle for the start;
+ *  - --hogs N runs N processes that only compute beside the workers, from the start until the last
+ *    worker ends: a host whose tasks compute while others do I/O (gfarm2fs and gfsd need a CPU for
+ *    every call; on a 2-vCPU VM with TCP_NODELAY, 535 KB in 8 KiB calls: ~8 ms idle, ~16 ms beside
+ *    one such process per host).
  *
  * Exit status: 0 all ops ok, 1 some op failed, 2 bad arguments, 3 timeout (workers killed),
  * 130 interrupted (SIGINT/SIGTERM; what was measured is still printed).
@@ -29,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <poll.h>
 #include <time.h>
@@ -54,7 +59,7 @@ struct rec {
 static struct {
     const mtc_backend *be;
     enum op op;
-    int procs, files, fsync, rank_base, compute_ms;
+    int procs, files, fsync, rank_base, compute_ms, hogs;
     int64_t size, block, start_at;
     double timeout;
     const char *pattern;
@@ -94,6 +99,8 @@ static void usage(FILE *f)
 "  --fsync                 fsync before close on create/write\n"
 "  --compute-ms N          every worker computes (spins) N ms after the start, before its\n"
 "                          first op, which is timed from then (default 0)\n"
+"  --hogs N                N more processes compute (spin) from the start until the last\n"
+"                          worker ends: I/O beside a CPU load (default 0)\n"
 "output: '#' meta line, TSV header, one line per op, '#summary' line (key=value)\n");
 }
 
@@ -291,6 +298,17 @@ static void worker(int r, int go_r, int ready_w)
     _exit(failed);
 }
 
+/* a process that only computes, until killed, its parent gone or the deadline passed */
+static void hog(int64_t deadline)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    volatile uint64_t x = 1;
+    while (now_ns() < deadline)
+        for (int k = 0; k < 100000; k++)
+            x = x * 6364136223846793005ULL + 1;
+    _exit(0);
+}
+
 /* ---------------------------------------------------------------- parent */
 static void clean(char *s)
 {
@@ -306,7 +324,7 @@ int main(int argc, char **argv)
         {"size", 1, 0, 's'}, {"block", 1, 0, 'B'}, {"files-per-proc", 1, 0, 'k'},
         {"path", 1, 0, 'P'}, {"file-list", 1, 0, 'L'}, {"start-at", 1, 0, 'S'},
         {"timeout", 1, 0, 't'}, {"fsync", 0, 0, 'f'}, {"rank-base", 1, 0, 'r'}, {"compute-ms", 1, 0, 'c'},
-        {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+        {"hogs", 1, 0, 'H'}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     const char *opname = NULL, *bename = "posix", *listfile = NULL;
     int size_given = 0;
     o.procs = 1; o.files = 1; o.block = 1 << 20; o.timeout = 300; o.start_at = -1;
@@ -340,6 +358,7 @@ int main(int argc, char **argv)
         case 'f': o.fsync = 1; break;
         case 'r': o.rank_base = (int)parse_int(optarg, "--rank-base", 0, 1 << 30); break;
         case 'c': o.compute_ms = (int)parse_int(optarg, "--compute-ms", 0, 600000); break;
+        case 'H': o.hogs = (int)parse_int(optarg, "--hogs", 0, MAX_PROCS); break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("mtcengine %s\n", VERSION); return 0;
         default:
@@ -455,6 +474,21 @@ int main(int argc, char **argv)
         while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR)
             ;
     }
+    pid_t *hogs = calloc(o.hogs ? o.hogs : 1, sizeof *hogs);
+    int nhogs = 0;
+    for (; nhogs < o.hogs && !timed_out && !interrupted; nhogs++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("mtcengine: fork (hog)");
+            break;
+        }
+        if (pid == 0) {
+            close(go[1]);                       /* the workers' go is this pipe's EOF */
+            close(rdy[0]);
+            hog(deadline);
+        }
+        hogs[nhogs] = pid;
+    }
     t_go = now_ns();
     close(go[1]);                               /* go: every worker's read() returns 0 */
 
@@ -469,6 +503,10 @@ int main(int argc, char **argv)
         REAP();
     }
     int64_t t_stop = now_ns();
+    for (int q = 0; q < nhogs; q++) {           /* the load ends with the last worker */
+        kill(hogs[q], SIGKILL);
+        waitpid(hogs[q], NULL, 0);
+    }
     if (nalive > 0) {            /* timeout or interrupt: kill, then reap (bounded wait) */
         for (int r = 0; r < o.procs; r++)
             if (alive[r])
@@ -485,9 +523,9 @@ int main(int argc, char **argv)
     /* ---------------------------------------------------------------- report */
     printf("#mtcengine\tversion=%s\tbackend=%s\top=%s\tprocs=%d\tfiles_per_proc=%d\t"
            "size=%lld\tblock=%lld\tfsync=%d\trank_base=%d\thost=%s\tstart_at=%lld\t"
-           "timeout_s=%g\tcompute_ms=%d\n", VERSION, o.be->name, op_names[o.op], o.procs, o.files,
-           (long long)o.size, (long long)o.block, o.fsync, o.rank_base, o.host,
-           (long long)o.start_at, o.timeout, o.compute_ms);
+           "timeout_s=%g\tcompute_ms=%d\thogs=%d\n", VERSION, o.be->name, op_names[o.op], o.procs,
+           o.files, (long long)o.size, (long long)o.block, o.fsync, o.rank_base, o.host,
+           (long long)o.start_at, o.timeout, o.compute_ms, o.hogs);
     printf("rank\ti\top\tpath\tbytes\tt_start_ns\tt_end_ns\tok\terrno\terror\n");
     long ok = 0, failed = 0;
     int64_t bytes = 0, first = INT64_MAX, last = 0;
