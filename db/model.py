@@ -142,12 +142,15 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
     tf = s.task_files(run, scope)
     made = set(tf.loc[tf["written"], "key"])    # files some task of this run wrote: their pages may be cached
     per_proc = _files_per_process(s, run, scope)
+    windows = list(zip(tasks["host"].fillna("?"), tasks["start_ns"], tasks["end_ns"], tasks["t_io_s"]))
+    load = overlap.CpuLoad(windows)
     out = []
     for _, st in stages.iterrows():
         name = st["stage"]
         t = tasks[tasks["stage"].fillna("") == (name or "")]
         f = tf[tf["stage"].fillna("") == (name or "")]
         ids = t["id"]
+        mine = (tasks["stage"].fillna("") == (name or "")).to_numpy()
         # a file the task itself writes and reads back (cfitsio reads a block of its output) is its write op
         rd = f["read"] & ~f["written"]
         one = f[rd & (f["read_class"] == "1-1")]
@@ -193,7 +196,8 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                          procs_per_host=int(st["per_host_concurrency"]), measured=ms, envelope=env,
                          io_concurrency=_round(overlap.io_concurrency(overlap.stage_windows(f))),
                          tasks_max_per_host=int(t.groupby(t["host"].fillna("?")).size().max()),
-                         files_per_process=per_proc.get(name)))
+                         files_per_process=per_proc.get(name),
+                         cpu_load=_round(load.stage([w for w, keep in zip(windows, mine) if keep]))))
         if read.bytes_per_task is None:
             read.bytes_per_task = Dist()
         if wr.bytes_per_task is None:

@@ -21,6 +21,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
         io_concurrency: FLOAT?         # mean tasks in I/O at once while any is (db/overlap.py; >= 1)
         tasks_max_per_host: INT?       # tasks the busiest host ran (placement balance: N / hosts when even)
         files_per_process: FLOAT?      # data files one process opens in turn (mean over processes moving data)
+        cpu_load: FLOAT?               # tasks computing on a host beside the stage's I/O (db/overlap.py; I/O-time mean)
         read:                          # 1-to-1 reads (file read by exactly one task of the stage)
           bytes_per_task: {min, mean, max}   # D (mean); bytes actually read per task
           files_per_task: FLOAT
@@ -188,6 +189,7 @@ class Stage:
     io_concurrency: float | None = None
     tasks_max_per_host: int | None = None
     files_per_process: float | None = None
+    cpu_load: float | None = None
     measured: Measured = field(default_factory=Measured)
     envelope: StageEnvelope | None = None
 
