@@ -128,17 +128,25 @@ def _run(a) -> int:
     surfaces = []
     for e in envs:
         sf = EnvelopeSurface().fit(e.points)
-        sf.block, sf.cold, sf.ops_per_proc = e.block, e.cold, e.ops_per_proc
+        sf.block, sf.cold, sf.ops_per_proc, sf.hogs = e.block, e.cold, e.ops_per_proc, e.hogs
         if not sf.grids:
             return _fail(f"envelope {e.origin}: no ok point")
         same = [x for x, s in zip(envs, surfaces)
-                if (s.block, s.cold, s.ops_per_proc) == (sf.block, sf.cold, sf.ops_per_proc)]
+                if (s.block, s.cold, s.ops_per_proc, s.hogs) == (sf.block, sf.cold, sf.ops_per_proc, sf.hogs)]
         if same:
             return _fail(f"envelopes {same[0].origin} and {e.origin} were both measured with {sf.block:,}-byte calls, "
-                         f"{'cold' if sf.cold else 'warm'} reads and {sf.ops_per_proc or 'the default'} files per "
-                         "process: give one envelope per call size, cache state and files per process "
-                         "(mtcenvelope measure --block, --drop-caches off, --ops-per-proc)")
+                         f"{'cold' if sf.cold else 'warm'} reads, {sf.ops_per_proc or 'the default'} files per "
+                         f"process and {sf.hogs} computing processes per host: give one envelope per call size, "
+                         "cache state, files per process and CPU load (mtcenvelope measure --block, --drop-caches "
+                         "off, --ops-per-proc, --hogs-per-host)")
         surfaces.append(sf)
+    idle = [i for i, s in enumerate(surfaces) if not s.hogs]
+    if not idle:
+        return _fail("every envelope given was measured beside computing processes (--hogs-per-host): give an "
+                     "idle one too; the loaded ones only say how much a stage's CPU load slows its I/O")
+    if idle[0]:           # the main envelope is an idle one: the first given
+        envs.insert(0, envs.pop(idle[0]))
+        surfaces.insert(0, surfaces.pop(idle[0]))
     surface = surfaces[0]
     surface.others = surfaces[1:]
     env = envelope_source.combined(envs)

@@ -45,6 +45,12 @@ class EnvelopeData:
         """Whether reads were kept from every cache (mtcenvelope's default); False: `--drop-caches off`."""
         return (self.meta.get("drop_caches") or (self.meta.get("provenance") or {}).get("drop_caches")) != "off"
 
+    @property
+    def hogs(self) -> int:
+        """Processes per host that only computed beside every measured run (--hogs-per-host; 0: an idle host)."""
+        v = self.meta.get("hogs_per_host") or (self.meta.get("provenance") or {}).get("hogs_per_host")
+        return int(v) if v else 0
+
 
 def combined(envs: list) -> EnvelopeData:
     """One name for envelopes used together (one per call size): the first, with the others' origins joined by

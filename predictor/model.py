@@ -15,7 +15,8 @@ from . import formulas
 from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
-               "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect")
+               "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
+               "cpu_load")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -88,24 +89,43 @@ class _Env:
     """Envelope look-ups for one stage, recorded with their sources."""
 
     def __init__(self, surface: EnvelopeSurface, hosts: int, clamp_small: bool, used: dict | None = None,
-                 tag: str = ""):
+                 tag: str = "", load: float = 0.0, root: EnvelopeSurface | None = None):
         self.s, self.hosts, self.clamp, self.tag = surface, hosts, clamp_small, tag
         self.used = {} if used is None else used
         self.tag_calls = bool(surface.others) or used is not None   # several envelopes: name the call size
+        self.load, self.root = load, root or surface    # refinement cpu_load: the stage's, and where twins are
+        self.loaded = {}                                # metric -> computing processes per host of its twin
 
     def at_calls(self, bytes_per_call, warm=False, metric=None):
         """The look-ups in the envelope measured with calls nearest to bytes_per_call (refinement call_size), of
         warm reads if asked and measured (refinement warm_reads), among those that have `metric`."""
         s = self.s.at_calls(bytes_per_call, warm, metric)
-        return self if s is self.s else _Env(s, self.hosts, self.clamp, self.used)
+        if s is self.s:
+            return self
+        e = _Env(s, self.hosts, self.clamp, self.used, load=self.load, root=self.root)
+        e.loaded = self.loaded
+        return e
 
     def get(self, metric, size, k):
-        lk = self.s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
+        v = self._get(self.s, metric, size, k, "")
+        twin = self.root.loaded_twin(self.s, metric) if self.load > 0 else None
+        if twin is None:
+            return v
+        # refinement cpu_load: time per op moves from the idle envelope's toward the loaded one's by the stage's
+        # load over the loaded envelope's (held at the loaded one beyond it)
+        w = min(1.0, self.load / twin.hogs)
+        vl = self._get(twin, metric, size, k, f",load={twin.hogs}")
+        self.loaded[metric] = twin.hogs
+        return 1.0 / ((1.0 - w) / v + w / vl)
+
+    def _get(self, s, metric, size, k, tag):
+        lk = s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
         name = f"{metric}@{fmt_size(size, sep='') if metric not in SIZELESS else '-'},k={k:g}"
         if self.tag_calls:
-            name += f",calls={fmt_size(self.s.block, sep='')}" + ("" if self.s.cold else ",warm") + self.tag
+            name += f",calls={fmt_size(s.block, sep='')}" + ("" if s.cold else ",warm") + self.tag
+        name += tag
         self.used[name] = {"metric": metric, "size": size, "k": k, "hosts": self.hosts, "value": lk.value,
-                           "source": lk.source, "note": lk.note, "block": self.s.block}
+                           "source": lk.source, "note": lk.note, "block": s.block}
         return lk.value
 
     def smallest(self, metric):
@@ -202,6 +222,7 @@ def _later_ops(stage, surface, env, ops, reopen) -> dict:
     if surface.ops_per_proc != 1:
         return {}
     out = {}
+    idle = _Env(env.s, env.hosts, env.clamp, env.used)   # without cpu_load: the factor is a ratio of idle costs
     for t in ops:
         f = (stage.files_per_process or 0.0) * reopen.get(t, 1.0)
         m = TERM_METRIC[t]
@@ -215,7 +236,7 @@ def _later_ops(stage, surface, env, ops, reopen) -> dict:
         def factor(kk, x, m=m, menv=menv, n=n, f=f, top=top):
             if x > top:
                 return 1.0
-            first = 1.0 / env.get(m, x, kk)
+            first = 1.0 / idle.get(m, x, kk)
             nxt = min(first, max(0.0, (n / menv.get(m, x, kk) - first) / (n - 1)))
             return (first + (f - 1) * nxt) / f / first
         out[t] = factor
@@ -330,7 +351,8 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         else:
             k = max(1.0, min(float(kio), float(S)))
             notes.append(f"I/O concurrency {k:.3g} from the trace's overlap of I/O intervals ({S} slots)")
-    env = _Env(surface, C, clamp_small="small_files" in on)
+    load = (stage.cpu_load or 0.0) if "cpu_load" in on else 0.0
+    env = _Env(surface, C, clamp_small="small_files" in on, load=load)
     need = _needed(stage)
     alpha = _alpha(stage, notes)
     r, sh, w, md = stage.read, stage.shared, stage.write, stage.metadata
@@ -454,5 +476,11 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     for t, n in ops.items():
         for m in (("Tm", "Ts") if TERM_METRIC[t] == "Tm" else (TERM_METRIC[t],)):
             per_slot[m] = per_slot.get(m, 0.0) + n * R
+    if env.loaded:
+        hogs = sorted(set(env.loaded.values()))
+        notes.append(f"CPU load: {load:.2g} tasks per host computed beside this stage's I/O in the trace; "
+                     f"{', '.join(sorted(env.loaded))} taken {', '.join(f'{min(1.0, load / h):.0%}' for h in hogs)} "
+                     f"of the way to the envelope measured beside {', '.join(map(str, hogs))} computing "
+                     f"process(es) per host")
     return StagePrediction(stage.name, "refined", N, C, S, k, R, D, D_w, D_N, alpha, terms, bounds, env.used,
                            notes, None, refine=tuple(x for x in REFINEMENTS if x in on), ops_per_slot=per_slot)

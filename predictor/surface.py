@@ -69,6 +69,7 @@ class EnvelopeSurface:
         self.others: list = []    # surfaces of the same file system measured with other bytes per call or caches
         self.cold = True          # reads kept from every cache (False: measured with --drop-caches off)
         self.ops_per_proc = None  # files each process opened in turn (None: mtcenvelope's default, up to 16)
+        self.hogs = 0             # processes per host that only computed beside its runs (0: idle hosts)
 
     # ---- fit ---------------------------------------------------------------------------------------------------------
     def fit(self, points) -> "EnvelopeSurface":
@@ -125,21 +126,29 @@ class EnvelopeSurface:
         to bytes_per_call (in log scale; a tie keeps the first). Small calls cost more per byte on a FUSE mount,
         so an op is best looked up in an envelope measured with calls of its own size."""
         need = {metric, BANDWIDTH_OF.get(metric)} - {None}
-        every = [s for s in [self, *self.others] if need <= s.metrics() and s.ops_per_proc == self.ops_per_proc] \
-            or [self]
+        every = [s for s in [self, *self.others] if need <= s.metrics() and s.ops_per_proc == self.ops_per_proc
+                 and s.hogs == self.hogs] or [self]
         pool = [s for s in every if s.cold != warm] or [s for s in every if s.cold == self.cold]
         if not bytes_per_call or bytes_per_call <= 0:
             return pool[0]
         return min(pool, key=lambda s: abs(math.log(bytes_per_call / s.block)))
 
     def has_warm(self) -> bool:
-        return any(not s.cold for s in [self, *self.others])
+        return any(not s.cold and not s.hogs for s in [self, *self.others])
+
+    def loaded_twin(self, of: "EnvelopeSurface", metric: str) -> "EnvelopeSurface | None":
+        """Of `others`, the one measured beside computing processes (hogs > 0) that stands for `of` under load:
+        with `metric`, of its cache state and files per process, and of those the bytes per call nearest."""
+        pool = [s for s in self.others if s.hogs and metric in s.metrics() and s.cold == of.cold
+                and s.ops_per_proc == of.ops_per_proc]
+        return min(pool, key=lambda s: abs(math.log(s.block / of.block))) if pool else None
 
     def many_files(self, metric: str) -> "EnvelopeSurface | None":
         """Of `others`, one measured with more files per process than this one (cold, with `metric`): the
         refined model's first_op takes from it what a process's later ops cost next to its first."""
         mine = self.ops_per_proc or 16
-        more = [s for s in self.others if s.cold and metric in s.metrics() and (s.ops_per_proc or 16) > mine]
+        more = [s for s in self.others if s.cold and not s.hogs and metric in s.metrics()
+                and (s.ops_per_proc or 16) > mine]
         return max(more, key=lambda s: s.ops_per_proc or 16) if more else None
 
     def replicate(self, rng, ops: dict | None = None) -> "EnvelopeSurface":
@@ -149,7 +158,7 @@ class EnvelopeSurface:
         rep = EnvelopeSurface()
         rep.grids, rep._shared, rep._rng, rep.block = self.grids, self._shared, rng, self.block
         rep.others = [o.replicate(rng, ops) for o in self.others]
-        rep.cold, rep.ops_per_proc = self.cold, self.ops_per_proc
+        rep.cold, rep.ops_per_proc, rep.hogs = self.cold, self.ops_per_proc, self.hogs
         for key, g in self.grids.items():
             n = (ops or {}).get(THROUGHPUT_OF.get(key[0], key[0]))
             rep._means[key] = _Drawn(g.cells, rng, n)

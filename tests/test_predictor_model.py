@@ -293,6 +293,47 @@ def test_io_concurrency_from_windows():
     assert io_concurrency([(0, s, 0.0)]) is None and io_concurrency([]) is None
 
 
+def test_cpu_load_from_windows():
+    """L = what computes beside a task's I/O on its host: others' windows x (1 - their I/O density)."""
+    from mtcio.db.overlap import CpuLoad
+    s = 1_000_000_000
+    x = ("a", 0, s, 0.5)                                  # in I/O half of its second
+    everyone = [x, ("a", 0, s, 0.0), ("b", 0, s, 0.0)]    # a task computing all along beside it; one elsewhere
+    assert CpuLoad(everyone).stage([x]) == pytest.approx(1.0)
+    assert CpuLoad([x, ("a", s // 2, 3 * s // 2, 0.0)]).stage([x]) == pytest.approx(0.5)   # half its window
+    assert CpuLoad([x, ("a", 0, s, 0.25)]).stage([x]) == pytest.approx(0.75)               # computing 3/4
+    assert CpuLoad([x]).stage([x]) == pytest.approx(0.0)                                    # its own compute
+    y = ("a", 0, s, 0.25)                   # two tasks of the stage, weighted by their I/O time
+    assert CpuLoad([x, y]).stage([x, y]) == pytest.approx((0.5 * 0.75 + 0.25 * 0.5) / 0.75)
+    assert CpuLoad(everyone).stage([("a", 0, s, 0.0)]) is None
+
+
+def test_cpu_load_blends_toward_the_envelope_measured_beside_computing_processes():
+    idle = sqrt_envelope(hosts=None)                      # 1 MiB calls: T = 10 sqrt(k)
+    loaded = EnvelopeSurface().fit(sqrt_points(write_factor=0.5))
+    loaded.hogs, loaded.block = 1, 2880    # writes 2x slower beside 1 computing process per host, reads the same
+    idle.others = [loaded]
+    st = write_stage(n=4)                                 # one round on 4 slots, k = 4: 4 / 20 s idle
+    st.write.bytes_per_call = 2880         # call_size must not take the loaded envelope for a small-call one
+    st.read = Read(bytes_per_task=Dist(MiB, MiB, MiB), files_per_task=1, file_size=Dist(MiB, MiB, MiB), alpha=1.0)
+    p0 = predict_stage(st, idle, "refined")
+    assert p0.write_s == pytest.approx(4 / 20) and p0.read_s == pytest.approx(4 / 20)
+    st.cpu_load = 0.5                      # half way: time per op (1/20 + 1/10) / 2
+    p = predict_stage(st, idle, "refined")
+    assert p.write_s == pytest.approx(4 * 0.075) and p.read_s == pytest.approx(4 / 20)
+    assert any("CPU load: 0.5 tasks per host" in n and "50%" in n for n in p.notes)
+    assert any(n.startswith("TL@") and n.endswith(",load=1") for n in p.lookups)
+    st.cpu_load = 3.0                      # beyond the loaded envelope's load: held at it
+    assert predict_stage(st, idle, "refined").write_s == pytest.approx(4 / 10)
+    assert predict_stage(st, idle, "refined", set(REFINEMENTS) - {"cpu_load"}).write_s == pytest.approx(4 / 20)
+    idle.others = []                       # no loaded envelope: nothing to blend, no note
+    q = predict_stage(st, idle, "refined")
+    assert q.write_s == pytest.approx(4 / 20) and not any("CPU load" in n for n in q.notes)
+    import random                          # replicates keep the loaded envelope as loaded
+    idle.others = [loaded]
+    assert [o.hogs for o in idle.replicate(random.Random(1)).others] == [1]
+
+
 def test_small_write_calls_are_flagged():
     surf = sqrt_envelope(hosts=None)
     st = write_stage()
