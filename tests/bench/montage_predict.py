@@ -14,14 +14,18 @@ fall inside their 90 % interval (100 envelope resamples) and which stages most o
 workflow's I/O time (sum over stages) error per run.
 
     python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m,8k]
-                                          [--writes-ab MS] [--keep DIR | --predict-only DIR] [-- MTCPREDICT OPTIONS]
-(--writes-ab MS: every envelope's TL/BL also measured with writers computing MS ms first, round by round with it,
-and every run predicted a second time with those writes.)
+                                          [--loaded H] [--writes-ab MS] [--keep DIR | --predict-only DIR]
+                                          [-- MTCPREDICT OPTIONS]
+(--loaded H, default 1: every --block envelope's TL, BL, T1L and B1L also measured beside H computing processes per
+host, round by round with it; the refined model blends them in by each stage's traced cpu_load, and every run is
+predicted a second time without them. --writes-ab MS: every envelope's TL/BL also measured with writers computing
+MS ms first, round by round with it, and every run predicted a third time with those writes.)
 """
 import argparse
 import collections
 import json
 import os
+import re
 import shutil
 import sqlite3
 import statistics
@@ -60,31 +64,35 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     blocks = list(enumerate(a.block.split(",")))   # (index, block): the first also measures the metadata
     bracketed = [(i, blk) for i, blk in blocks if blk in a.bracket]
 
-    def envelope(name, label, *args, append=False, writes=False):
+    def envelope(name, label, *args, append=False, writes=False, loaded=False):
         """One envelope of --sweep-repeat repeats per point: back to back, or (--interleave) as that many appended
         sweeps of one repeat, a point's repeats then minutes apart (gfarm2fs's stalls come and go over minutes).
-        With --writes-ab an envelope that has writes also gets its twin of TL/BL by writers computing first,
-        round by round with it (one repeat each, the order swapped every round), so both see the same minutes."""
+        Its twins, measured round by round with it (one repeat each, the order turned every round) so that all
+        see the same minutes: with --writes-ab, TL/BL by writers computing first (an envelope that has writes);
+        with --loaded, TL, BL, T1L, B1L beside computing processes (the --block envelopes)."""
         t = time.monotonic()
-        twin = writes and a.writes_ab is not None
-        rounds = a.sweep_repeat if a.interleave or twin else 1
+        twins = []
+        if writes and a.writes_ab is not None:
+            twins.append((twin_name(name, a.writes_ab), ["--metrics", "TL,BL", "--write-compute-ms",
+                                                         str(a.writes_ab)], f"writers computing {a.writes_ab} ms"))
+        if loaded and a.loaded:
+            twins.append((loaded_name(name, a.loaded), ["--metrics", "TL,BL,T1L,B1L", "--hogs-per-host",
+                                                        str(a.loaded)], f"{a.loaded} computing per host"))
+        rounds = a.sweep_repeat if a.interleave or twins else 1
         for r in range(rounds):
-            sweeps = [(name, [])]
-            if twin:
-                sweeps.append((twin_name(name, a.writes_ab), ["--metrics", "TL,BL",
-                                                              "--write-compute-ms", str(a.writes_ab)]))
-            for nm, extra in (sweeps if r % 2 == 0 else sweeps[::-1]):
+            sweeps = [(name, [])] + [(nm, extra) for nm, extra, _ in twins]
+            for nm, extra in sweeps[r % len(sweeps):] + sweeps[:r % len(sweeps)]:
                 sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", nm, "--host-counts", hosts,
                    *SWEEP, "--repeat", "1" if rounds > 1 else str(a.sweep_repeat), *args, *extra,
                    *(["--append"] if append or r else []))
-        also = f" and its twin of writers computing {a.writes_ab} ms first" if twin else ""
+        also = f" and its twins ({'; '.join(x for _, _, x in twins)})" if twins else ""
         print(f"envelope {name}{label}{also}: {time.monotonic() - t:.0f} s", flush=True)
 
     def block_sweep(i, blk, append=False):
         envelope(f"env-{blk}", " (again, after the runs)" if append else "", "--block", blk, "--sizes", a.sizes,
                  *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
                  *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []),
-                 append=append, writes=True)
+                 append=append, writes=True, loaded=True)
 
     with bench.testbed_session(4, ["--tcp-nodelay"] if a.tcp_nodelay else []) as bed:
         for i, blk in blocks:
@@ -115,7 +123,8 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
         for i, blk in bracketed:
             block_sweep(i, blk, append=True)
     with open(os.path.join(work, "runs.json"), "w") as f:
-        json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a), "writes_ab": a.writes_ab}, f)
+        json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a, a.loaded), "writes_ab": a.writes_ab,
+                   "loaded": a.loaded}, f)
     return runs
 
 
@@ -127,6 +136,14 @@ def models(db, work, runs):
 
 def twin_name(name, ms):
     return f"{name}-c{ms}"
+
+
+def loaded_name(name, hogs):
+    return f"{name}-h{hogs}"
+
+
+def idle_only(envs):
+    return [e for e in envs if not re.search(r"-h\d+$", e)]
 
 
 def swapped_writes(db, work, envs, ms):
@@ -142,9 +159,12 @@ def swapped_writes(db, work, envs, ms):
     return out
 
 
-def envelope_names(a):
-    return [f"env-{b}" for b in a.block.split(",")] + (["env-warm"] if a.warm else []) + \
-        (["env-many"] if a.many_files else [])
+def envelope_names(a, loaded=None):
+    """The envelopes to predict with; with `loaded` (computing processes per host) also the --block envelopes'
+    loaded twins."""
+    blocks = [f"env-{b}" for b in a.block.split(",")]
+    return blocks + (["env-warm"] if a.warm else []) + (["env-many"] if a.many_files else []) + \
+        [loaded_name(e, loaded) for e in blocks if loaded]
 
 
 def predict_all(a, work, db, runs, w, h, measured_envs=None):
@@ -263,6 +283,19 @@ def ab(a, work, db, runs, w, h, envs, ms):
     predict_all(a, work, swapped_writes(db, work, envs, ms), runs, w, h, envs)
 
 
+def without_load(a, work, db, runs, w, h, envs):
+    print("\n==== the same runs predicted without the loaded envelopes (refinement cpu_load idle)", flush=True)
+    predict_all(a, work, db, runs, w, h, idle_only(envs))
+
+
+def again(a, work, db, runs, w, h, envs, loaded, writes_ab):
+    """The same runs predicted again: without the loaded twins, and with the writers computing first."""
+    if loaded:
+        without_load(a, work, db, runs, w, h, envs)
+    if writes_ab is not None:
+        ab(a, work, db, runs, w, h, idle_only(envs), writes_ab)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiles", default="16,36,64")
@@ -303,6 +336,11 @@ def main():
                     help="also measure every envelope's TL/BL with writers computing MS ms first (mtcenvelope "
                          "--write-compute-ms), round by round with it, and predict every run a second time with "
                          "those writes: the two regimes compared on the same runs and minutes")
+    ap.add_argument("--loaded", type=int, default=1, metavar="H",
+                    help="also measure every --block envelope's TL, BL, T1L and B1L beside H processes per host that "
+                         "only compute (mtcenvelope --hogs-per-host), round by round with it; the refined model "
+                         "blends them in by each stage's cpu_load, and every run is also predicted without them "
+                         "(default 1; 0: none)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
@@ -320,9 +358,9 @@ def main():
         w, h = sky.parse_tile_size(kept["size"])
         db = os.path.join(work, "bench.db")
         models(db, work, kept["runs"])
-        predict_all(a, work, db, kept["runs"], w, h, kept.get("envelopes"))
-        if kept.get("writes_ab") is not None:
-            ab(a, work, db, kept["runs"], w, h, kept.get("envelopes"), kept["writes_ab"])
+        envs = kept.get("envelopes")
+        predict_all(a, work, db, kept["runs"], w, h, envs)
+        again(a, work, db, kept["runs"], w, h, envs, kept.get("loaded"), kept.get("writes_ab"))
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
         return
     tiles = [int(x) for x in a.tiles.split(",")]
@@ -335,9 +373,9 @@ def main():
     try:
         runs = measure_and_run(a, work, db, tiles, hostcounts, w, h)
         models(db, work, runs)
-        predict_all(a, work, db, runs, w, h)
-        if a.writes_ab is not None:
-            ab(a, work, db, runs, w, h, envelope_names(a), a.writes_ab)
+        envs = envelope_names(a, a.loaded)
+        predict_all(a, work, db, runs, w, h, envs)
+        again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab)
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
     finally:
         if not a.keep:
