@@ -17,7 +17,8 @@ variants:
             stage's call size, its spread of op sizes, the busiest host's share of tasks, warm reads of the
             run's own outputs, a process's first op dearer than its next, every open of a re-opened file
             an op, stats the attribute cache served free, a shell-redirected output or one left for
-            exit to close as its create (--refine picks)
+            exit to close as its create, and (given an envelope measured with --hogs-per-host) the CPU
+            load the stage's I/O ran beside (--refine picks)
   calibrated  (with --calibrate) the refined model corrected by a regression of its past errors,
             judged by leave-one-run-out cross-validation
 
@@ -25,6 +26,7 @@ examples:
   mtcpredict montage_example/montage.yaml
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --validate mtc.db:montage1 --out report/
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-2880 --envelope mtc.db:bed4-warm
+  mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-hogs1   # an idle and a loaded one
   mtcpredict workflow.yaml --what-if hosts=2,4,8 alpha=0.6,1.0
   mtcpredict workflow.yaml --variant refined --refine=-io_overlap,-metadata --json
 
