@@ -174,6 +174,35 @@ def test_second_envelope_at_the_stage_call_size(tmp_path):
     assert r.returncode == 2 and "were both measured with 1,048,576-byte calls, cold reads" in r.stderr, r.stderr
 
 
+def test_an_envelope_beside_computing_processes_blends_by_cpu_load(tmp_path):
+    """An envelope measured with --hogs-per-host 1 (writes 2x slower here), given first: the idle one stays the main
+    one, and a stage whose I/O ran beside 0.5 computing tasks per host pays half way; alone it is refused."""
+    env = yaml.safe_load(open(os.path.join(ROOT, "predictor", "data", "envelope-testbed4.yaml")))
+    idle = _write(tmp_path / "idle.yaml", env)
+    env["meta"] = {**(env.get("meta") or {}), "hogs_per_host": 1}
+    for p in env["points"]:
+        if p["metric"] in ("TL", "BL") and p.get("value"):
+            p["value"] /= 2
+    loaded = _write(tmp_path / "loaded.yaml", env)
+    doc = _montage_doc()
+    doc["stages"][0]["cpu_load"] = 0.5
+    wf = _write(tmp_path / "wf.yaml", doc)
+
+    def stages(*args):
+        r = predict(wf, *args, "--json", "--bootstrap", "0", "--variant", "refined")
+        assert r.returncode == 0, r.stderr
+        return {d["stage"]: d for d in json.loads(r.stdout)["predictions"]}
+    one = stages("--envelope", idle)
+    two = stages("--envelope", loaded, "--envelope", idle)
+    first, other = doc["stages"][0]["name"], doc["stages"][1]["name"]
+    assert two[first]["write_s"] == pytest.approx(1.5 * one[first]["write_s"], rel=1e-6)
+    assert two[first]["read_s"] == pytest.approx(one[first]["read_s"], rel=1e-9)
+    assert two[other]["total_s"] == pytest.approx(one[other]["total_s"], rel=1e-9)    # cpu_load unset
+    assert any("CPU load: 0.5 tasks per host" in n for n in two[first]["notes"])
+    r = predict(wf, "--envelope", loaded)
+    assert r.returncode == 2 and "every envelope given was measured beside computing processes" in r.stderr
+
+
 def test_envelope_lacking_a_metric_is_named(tmp_path):
     f, _ = _envelope_db(tmp_path, {"Tm", "TL", "BL", "T1L", "B1L", "T1R", "B1R"})
     r = predict(MONTAGE, "--envelope", f)
