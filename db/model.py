@@ -147,10 +147,10 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
     out = []
     for _, st in stages.iterrows():
         name = st["stage"]
-        t = tasks[tasks["stage"].fillna("") == (name or "")]
+        mine = (tasks["stage"].fillna("") == (name or "")).to_numpy()
+        t = tasks[mine]
         f = tf[tf["stage"].fillna("") == (name or "")]
         ids = t["id"]
-        mine = (tasks["stage"].fillna("") == (name or "")).to_numpy()
         # a file the task itself writes and reads back (cfitsio reads a block of its output) is its write op
         rd = f["read"] & ~f["written"]
         one = f[rd & (f["read_class"] == "1-1")]
