@@ -118,7 +118,7 @@ def test_malformed_yaml_names_the_line(tmp_path):
 
 def _envelope_db(tmp_path, metrics):
     """A db with one envelope run (through `mtcenvelope import` of an export file)."""
-    env = yaml.safe_load(open(os.path.join(ROOT, "predictor", "data", "envelope-testbed4.yaml")))
+    env = _shipped_envelope()
     env["points"] = [p for p in env["points"] if p["metric"] in metrics]
     env["run"] = "site"
     f = _write(tmp_path / "env.yaml", env)
@@ -146,16 +146,25 @@ def test_envelope_sources_and_errors(tmp_path):
     assert r.returncode == 2 and "not an mtcio envelope export" in r.stderr
 
 
+def _shipped_envelope():
+    return yaml.safe_load(open(os.path.join(ROOT, "predictor", "data", "envelope-testbed4.yaml")))
+
+
+def _envelope_twin(path, meta, writes_slower):
+    """The shipped envelope with `meta` added and its writes (TL, BL) `writes_slower` times slower, at path."""
+    env = _shipped_envelope()
+    env["meta"] = {**(env.get("meta") or {}), **meta}
+    for p in env["points"]:
+        if p["metric"] in ("TL", "BL") and p.get("value"):
+            p["value"] /= writes_slower
+    return _write(path, env)
+
+
 def test_second_envelope_at_the_stage_call_size(tmp_path):
     """An envelope measured with 8 KiB calls (writes 4x slower here) serves Montage's 8 KiB writes (cfitsio's
     2,880-byte blocks through a stdio buffer)."""
-    env = yaml.safe_load(open(os.path.join(ROOT, "predictor", "data", "envelope-testbed4.yaml")))
-    big = _write(tmp_path / "big.yaml", env)
-    env["meta"] = {**(env.get("meta") or {}), "block": 8192}
-    for p in env["points"]:
-        if p["metric"] in ("TL", "BL") and p.get("value"):
-            p["value"] /= 4
-    small = _write(tmp_path / "small.yaml", env)
+    big = _write(tmp_path / "big.yaml", _shipped_envelope())
+    small = _envelope_twin(tmp_path / "small.yaml", {"block": 8192}, writes_slower=4)
 
     def stage(*args):
         r = predict(MONTAGE, *args, "--json", "--bootstrap", "0", "--variant", "refined")
@@ -177,13 +186,8 @@ def test_second_envelope_at_the_stage_call_size(tmp_path):
 def test_an_envelope_beside_computing_processes_blends_by_cpu_load(tmp_path):
     """An envelope measured with --hogs-per-host 1 (writes 2x slower here), given first: the idle one stays the main
     one, and a stage whose I/O ran beside 0.5 computing tasks per host pays half way; alone it is refused."""
-    env = yaml.safe_load(open(os.path.join(ROOT, "predictor", "data", "envelope-testbed4.yaml")))
-    idle = _write(tmp_path / "idle.yaml", env)
-    env["meta"] = {**(env.get("meta") or {}), "hogs_per_host": 1}
-    for p in env["points"]:
-        if p["metric"] in ("TL", "BL") and p.get("value"):
-            p["value"] /= 2
-    loaded = _write(tmp_path / "loaded.yaml", env)
+    idle = _write(tmp_path / "idle.yaml", _shipped_envelope())
+    loaded = _envelope_twin(tmp_path / "loaded.yaml", {"hogs_per_host": 1}, writes_slower=2)
     doc = _montage_doc()
     doc["stages"][0]["cpu_load"] = 0.5
     wf = _write(tmp_path / "wf.yaml", doc)
