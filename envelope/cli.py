@@ -154,6 +154,11 @@ def parser() -> argparse.ArgumentParser:
                    help="H processes per host only compute (spin) beside every measured run: the "
                    "envelope of hosts whose CPUs tasks keep busy (default 0). mtcpredict blends it "
                    "with an idle envelope by each stage's traced cpu_load (refinement cpu_load)")
+    m.add_argument("--call-gap-us", type=int, default=0, metavar="US",
+                   help="every process computes (spins) US microseconds between two of its read or "
+                   "write calls, as a task computes each row it writes (default 0: back to back); the "
+                   "times leave the spins out. On a VM whose file system daemons idle between calls, "
+                   "calls apart cost more (envelope/README.md)")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
 
     im = sub.add_parser("import", help="store the points of benchmark outputs made elsewhere")
@@ -238,6 +243,10 @@ def cmd_measure(a) -> int:
         raise ValueError(f"--hogs-per-host: expected 0..256, got {a.hogs_per_host}")
     if a.hogs_per_host and a.tool != "native":
         raise ValueError(f"--hogs-per-host: only the native engine runs them (not --tool {a.tool})")
+    if not 0 <= a.call_gap_us <= 10_000_000:
+        raise ValueError(f"--call-gap-us: expected 0..10000000 us, got {a.call_gap_us}")
+    if a.call_gap_us and a.tool != "native":
+        raise ValueError(f"--call-gap-us: only the native engine spins between calls (not --tool {a.tool})")
     sweep = M.Sweep(sizes=a.sizes or list(M.DEFAULT_SIZES),
                     procs=a.procs or list(M.DEFAULT_PROCS), repeat=a.repeat,
                     max_repeat=a.max_repeat, precision=a.precision,
@@ -247,7 +256,8 @@ def cmd_measure(a) -> int:
                     creates_per_proc=a.creates_per_proc, timeout=a.timeout,
                     start_delay=a.start_delay, drop_caches=a.drop_caches, workdir=a.workdir,
                     keep_files=a.keep_files, fsync=a.fsync, block=a.block,
-                    write_compute_ms=a.write_compute_ms, hogs_per_host=a.hogs_per_host)
+                    write_compute_ms=a.write_compute_ms, hogs_per_host=a.hogs_per_host,
+                    call_gap_us=a.call_gap_us)
     hosts = [h for h in (a.hosts or "").split(",") if h] or None
     if a.tool != "native":
         from . import tools

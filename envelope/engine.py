@@ -96,7 +96,7 @@ def engine_argv(op: str, *, path: str | None = None, file_list: str | None = Non
                 procs: int = 1, files_per_proc: int = 1, size: int | None = None,
                 block: int | None = None, backend: str = "posix",
                 start_at_ns: int | None = None, timeout: float | None = None,
-                fsync: bool = False, rank_base: int = 0, compute_ms: int = 0, hogs: int = 0,
+                fsync: bool = False, rank_base: int = 0, compute_ms: int = 0, hogs: int = 0, gap_us: int = 0,
                 exe: str | os.PathLike | None = None) -> list[str]:
     """argv of one engine run. ``path`` may hold {rank}, {lrank}, {i}, {host}; a path without
     placeholders makes every process use the same file (N-to-1)."""
@@ -123,6 +123,8 @@ def engine_argv(op: str, *, path: str | None = None, file_list: str | None = Non
         argv += ["--compute-ms", str(int(compute_ms))]
     if hogs:
         argv += ["--hogs", str(int(hogs))]
+    if gap_us:
+        argv += ["--gap-us", str(int(gap_us))]
     return argv
 
 

@@ -172,6 +172,9 @@ class Sweep:
     # processes that only compute beside every engine run, per host (engine --hogs): the envelope of a file
     # system whose hosts' CPUs are busy with tasks (envelope/README.md)
     hogs_per_host: int = 0
+    # every engine worker computes this long between two data calls (engine --gap-us), as a task computes
+    # each row it writes: calls apart cost more than calls back to back (envelope/README.md)
+    call_gap_us: int = 0
 
     def k_for(self, size: int) -> int:
         """Operations per process: enough bytes per process (2 MiB) to time a small file,
@@ -528,6 +531,7 @@ class Measurer:
                                backend=self.t.backend, start_at_ns=start,
                                timeout=self.sw.timeout, fsync=self.sw.fsync and op in ("create", "write"),
                                rank_base=rank_base, compute_ms=compute_ms, hogs=self.sw.hogs_per_host,
+                               gap_us=self.sw.call_gap_us,
                                exe=self.t.engine)
 
     def base_config(self, **kw) -> dict[str, Any]:
@@ -535,6 +539,8 @@ class Measurer:
                "timeout_s": self.sw.timeout, "workdir": self.root}
         if self.sw.hogs_per_host:
             cfg["hogs_per_host"] = self.sw.hogs_per_host
+        if self.sw.call_gap_us:
+            cfg["call_gap_us"] = self.sw.call_gap_us
         cfg.update(kw)
         return cfg
 
@@ -936,7 +942,8 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "testbed": bool(target.testbed), "status": "running",
             "precision": sweep.precision, "max_repeat": sweep.max_repeat,
             "time_budget_s": sweep.time_budget, "budget_factor": sweep.budget_factor,
-            "block": sweep.block, "ops_per_proc": sweep.ops_per_proc, "hogs_per_host": sweep.hogs_per_host}
+            "block": sweep.block, "ops_per_proc": sweep.ops_per_proc, "hogs_per_host": sweep.hogs_per_host,
+            "call_gap_us": sweep.call_gap_us}
     if row is not None:
         set_status(conn, name, "running")
 

@@ -129,6 +129,10 @@ def _run(a) -> int:
         return _fail(str(e))
     surfaces = []
     for e in envs:
+        if e.call_gap_us:
+            return _fail(f"envelope {e.origin} was measured with {e.call_gap_us} us of computing between calls "
+                         "(--call-gap-us): mtcpredict predicts from envelopes of calls back to back; that one "
+                         "measures how much computing between calls slows them (envelope/README.md)")
         sf = EnvelopeSurface().fit(e.points)
         sf.block, sf.cold, sf.ops_per_proc, sf.hogs = e.block, e.cold, e.ops_per_proc, e.hogs
         if not sf.grids:

@@ -51,6 +51,12 @@ class EnvelopeData:
         v = self.meta.get("hogs_per_host") or (self.meta.get("provenance") or {}).get("hogs_per_host")
         return int(v) if v else 0
 
+    @property
+    def call_gap_us(self) -> int:
+        """Microseconds every process computed between two calls (--call-gap-us; 0: back to back)."""
+        v = self.meta.get("call_gap_us") or (self.meta.get("provenance") or {}).get("call_gap_us")
+        return int(v) if v else 0
+
 
 def combined(envs: list) -> EnvelopeData:
     """One name for envelopes used together (one per call size): the first, with the others' origins joined by

@@ -100,6 +100,8 @@ def test_missing_tool_is_a_clear_error(tmp_path, tool, exe):
 @pytest.mark.parametrize("args,msg", [
     (["--hogs-per-host", "-1"], "--hogs-per-host: expected 0..256, got -1"),
     (["--hogs-per-host", "1", "--tool", "fio"], "--hogs-per-host: only the native engine runs them (not --tool fio)"),
+    (["--call-gap-us", "-5"], "--call-gap-us: expected 0..10000000 us, got -5"),
+    (["--call-gap-us", "50", "--tool", "ior"], "--call-gap-us: only the native engine spins between calls (not --tool ior)"),
 ])
 def test_bad_hogs_per_host_is_a_clear_error(tmp_path, args, msg):
     cp = cli("measure", "--db", tmp_path / "t.db", "--hosts", "h1", "--launcher", "ssh {host}", "--mount", "/gfarm",

@@ -204,10 +204,33 @@ def test_hogs_compute_beside_the_workers_and_end_with_them(exe, tmp_path):
     assert r.meta["hogs"] == "0"
 
 
+def test_gap_spins_between_calls_and_leaves_them_out_of_the_ops(exe, tmp_path):
+    """--gap-us N: N us of computing between two data calls of an op (not after the last), left out of the op's
+    time and, op after op, out of the worker's later times: 2 files of 10 calls each, 9 gaps of 20 ms per file."""
+    t = time.monotonic()
+    cp, r = run(exe, "--op", "write", "--size", "80k", "--block", "8k", "--files-per-proc", "2",
+                "--path", str(tmp_path / "g{i}"), "--gap-us", "20000")
+    wall = time.monotonic() - t
+    assert cp.returncode == 0, cp.stderr
+    assert r.meta["gap_us"] == "20000" and [x.bytes for x in r.records] == [81920, 81920]
+    assert wall >= 0.36                                    # 18 gaps of 20 ms were spun
+    a, b = r.records
+    assert a.t_end_ns - a.t_start_ns < 90_000_000         # not the 180 ms of its gaps
+    assert 0 <= b.t_start_ns - a.t_end_ns < 90_000_000    # the second op starts where the first ended, less the gaps
+    assert float(r.summary["span_s"]) < 0.18
+    cp, r = run(exe, "--op", "read", "--size", "80k", "--block", "8k", "--path", str(tmp_path / "g0"),
+                "--gap-us", "20000")
+    assert cp.returncode == 0 and r.records[0].bytes == 81920
+    assert r.records[0].t_end_ns - r.records[0].t_start_ns < 90_000_000
+    cp, r = run(exe, "--op", "write", "--size", "4k", "--path", str(tmp_path / "z{i}"))
+    assert r.meta["gap_us"] == "0"
+
+
 @pytest.mark.parametrize("args,msg", [
     ([], "--op is required"),
     (["--op", "read", "--path", "x", "--hogs", "-1"], "--hogs"),
     (["--op", "read", "--path", "x", "--compute-ms", "-5"], "--compute-ms"),
+    (["--op", "read", "--path", "x", "--gap-us", "-1"], "--gap-us"),
     (["--op", "copy", "--path", "x"], "--op: expected create, write, read or stat"),
     (["--op", "read"], "exactly one of --path"),
     (["--op", "read", "--path", "x", "--file-list", "y"], "exactly one of --path"),

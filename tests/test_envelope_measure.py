@@ -123,6 +123,19 @@ def test_an_envelope_measured_beside_computing_processes(testbed, tmp_path):
     assert (e.hogs, e.block) == (1, 8192)
     assert subprocess.run(["pgrep", "-f", "mtcengine"], capture_output=True, text=True).stdout == ""
 
+
+def test_an_envelope_of_calls_apart(testbed, tmp_path):
+    """--call-gap-us: every engine run computes that long between two calls, said in every point and in the run's
+    meta, where mtcpredict reads it (and refuses the envelope: it has no use for it yet)."""
+    from mtcio.predictor import envelope_source
+    db = tmp_path / "e.db"
+    measure("--db", db, "--name", "apart", "--sizes", "64k", "--procs", "1", "--repeat", "1", "--precision", "0",
+            "--metrics", "TL,T1L", "--block", "8k", "--call-gap-us", "200", "--quiet")
+    df = load(db, "apart")
+    assert df["ok"].all() and len(df) == 2, df[["metric", "ok", "error"]]
+    assert [c["call_gap_us"] for c in df.config] == [200, 200]
+    assert envelope_source.load(f"{db}:apart").call_gap_us == 200
+
 @pytest.mark.parametrize("counts,expect", [("1..all", [1, 2, 3, 4]), ("4,2", [4, 2])])
 def test_host_counts_sweep(testbed, tmp_path, counts, expect):
     """Every host count writes and reads its own files (the cleanup of one host count used to

@@ -207,6 +207,18 @@ def test_an_envelope_beside_computing_processes_blends_by_cpu_load(tmp_path):
     assert r.returncode == 2 and "every envelope given was measured beside computing processes" in r.stderr
 
 
+def test_an_envelope_of_calls_apart_is_refused(tmp_path):
+    """An envelope measured with --call-gap-us is not one to predict from (its calls were computed apart): exit 2,
+    named, also beside an envelope of calls back to back."""
+    idle = _write(tmp_path / "idle.yaml", _shipped_envelope())
+    apart = _envelope_twin(tmp_path / "apart.yaml", {"call_gap_us": 200}, writes_slower=1.5)
+    for args in (["--envelope", apart], ["--envelope", idle, "--envelope", apart]):
+        r = predict(MONTAGE, *args)
+        assert r.returncode == 2 and r.stdout == "", r.stderr
+        assert f"envelope {apart} was measured with 200 us of computing between calls (--call-gap-us)" in r.stderr
+    assert predict(MONTAGE, "--envelope", idle).returncode == 0
+
+
 def test_envelope_lacking_a_metric_is_named(tmp_path):
     f, _ = _envelope_db(tmp_path, {"Tm", "TL", "BL", "T1L", "B1L", "T1R", "B1R"})
     r = predict(MONTAGE, "--envelope", f)
