@@ -107,6 +107,29 @@ def _per_call(df, nbytes: str, calls: str):
     return round(float(b.sum() / np.where(small, np.minimum(n, merged), n).sum()), 1)
 
 
+READAHEAD = 128 * 1024   # what one read call of a FUSE mount fetches at least (Linux's default window)
+
+
+def _compute_per_call(t, f) -> float | None:
+    """Median over these tasks of their time outside traced I/O per call reaching the file system, in us: writes
+    as a stdio buffer merges them (_per_call), reads per readahead window, opens. How far apart a task's calls
+    come: on a VM a FUSE call after its daemons idled costs more (mtcenvelope --call-gap-us)."""
+    if not len(t):
+        return None
+    n, b = f["writes"].to_numpy(dtype=float), f["bytes_written"].to_numpy(dtype=float)
+    merged = np.maximum(1.0, np.ceil(b / STDIO_BUFFER)) + f["seeks"].to_numpy(dtype=float)
+    small = f["stdio"].to_numpy(dtype=bool) & (n > 0) & (b < n * STDIO_BUFFER)
+    calls = np.where(small, np.minimum(n, merged), n) + np.ceil(f["bytes_read"].to_numpy(dtype=float) / READAHEAD) \
+        + f["opens"].to_numpy(dtype=float)
+    per_task = f.assign(calls=calls).groupby("task_id")["calls"].sum()
+    c = per_task.reindex(t["id"], fill_value=0).to_numpy()
+    outside = ((t["end_ns"] - t["start_ns"]).to_numpy(dtype=float) / 1e9 - t["t_io_s"].to_numpy(dtype=float))
+    ok = c > 0
+    if not ok.any():
+        return None
+    return round(float(np.median(np.maximum(0.0, outside[ok]) / c[ok] * 1e6)), 1)
+
+
 def _round(x):
     return None if x is None else round(float(x), 4)
 
@@ -197,7 +220,8 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                          io_concurrency=_round(overlap.io_concurrency(overlap.stage_windows(f))),
                          tasks_max_per_host=int(t.groupby(t["host"].fillna("?")).size().max()),
                          files_per_process=per_proc.get(name),
-                         cpu_load=_round(load.stage([w for w, keep in zip(windows, mine) if keep]))))
+                         cpu_load=_round(load.stage([w for w, keep in zip(windows, mine) if keep])),
+                         compute_per_call_us=_compute_per_call(t, f)))
         if read.bytes_per_task is None:
             read.bytes_per_task = Dist()
         if wr.bytes_per_task is None:

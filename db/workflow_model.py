@@ -22,6 +22,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
         tasks_max_per_host: INT?       # tasks the busiest host ran (placement balance: N / hosts when even)
         files_per_process: FLOAT?      # data files one process opens in turn (mean over processes moving data)
         cpu_load: FLOAT?               # tasks computing on a host beside the stage's I/O (db/overlap.py; I/O-time mean)
+        compute_per_call_us: FLOAT?    # a task's time outside I/O per file-system call, us (median over tasks)
         read:                          # 1-to-1 reads (file read by exactly one task of the stage)
           bytes_per_task: {min, mean, max}   # D (mean); bytes actually read per task
           files_per_task: FLOAT
@@ -190,6 +191,7 @@ class Stage:
     tasks_max_per_host: int | None = None
     files_per_process: float | None = None
     cpu_load: float | None = None
+    compute_per_call_us: float | None = None
     measured: Measured = field(default_factory=Measured)
     envelope: StageEnvelope | None = None
 

@@ -17,8 +17,9 @@ variants:
             stage's call size, its spread of op sizes, the busiest host's share of tasks, warm reads of the
             run's own outputs, a process's first op dearer than its next, every open of a re-opened file
             an op, stats the attribute cache served free, a shell-redirected output or one left for
-            exit to close as its create, and (given an envelope measured with --hogs-per-host) the CPU
-            load the stage's I/O ran beside (--refine picks)
+            exit to close as its create, (given an envelope measured with --hogs-per-host) the CPU
+            load the stage's I/O ran beside, and (given one measured with --call-gap-us) how far apart
+            its tasks' calls came, computing between them (--refine picks)
   calibrated  (with --calibrate) the refined model corrected by a regression of its past errors,
             judged by leave-one-run-out cross-validation
 
@@ -27,6 +28,7 @@ examples:
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --validate mtc.db:montage1 --out report/
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-2880 --envelope mtc.db:bed4-warm
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-hogs1   # an idle and a loaded one
+  mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-apart200  # and one of calls apart
   mtcpredict workflow.yaml --what-if hosts=2,4,8 alpha=0.6,1.0
   mtcpredict workflow.yaml --variant refined --refine=-io_overlap,-metadata --json
 
@@ -129,27 +131,26 @@ def _run(a) -> int:
         return _fail(str(e))
     surfaces = []
     for e in envs:
-        if e.call_gap_us:
-            return _fail(f"envelope {e.origin} was measured with {e.call_gap_us} us of computing between calls "
-                         "(--call-gap-us): mtcpredict predicts from envelopes of calls back to back; that one "
-                         "measures how much computing between calls slows them (envelope/README.md)")
         sf = EnvelopeSurface().fit(e.points)
-        sf.block, sf.cold, sf.ops_per_proc, sf.hogs = e.block, e.cold, e.ops_per_proc, e.hogs
+        sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us = e.block, e.cold, e.ops_per_proc, e.hogs, e.call_gap_us
         if not sf.grids:
             return _fail(f"envelope {e.origin}: no ok point")
         same = [x for x, s in zip(envs, surfaces)
-                if (s.block, s.cold, s.ops_per_proc, s.hogs) == (sf.block, sf.cold, sf.ops_per_proc, sf.hogs)]
+                if (s.block, s.cold, s.ops_per_proc, s.hogs, s.gap_us) ==
+                (sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us)]
         if same:
             return _fail(f"envelopes {same[0].origin} and {e.origin} were both measured with {sf.block:,}-byte calls, "
                          f"{'cold' if sf.cold else 'warm'} reads, {sf.ops_per_proc or 'the default'} files per "
-                         f"process and {sf.hogs} computing processes per host: give one envelope per call size, "
-                         "cache state, files per process and CPU load (mtcenvelope measure --block, --drop-caches "
-                         "off, --ops-per-proc, --hogs-per-host)")
+                         f"process, {sf.hogs} computing processes per host and calls {sf.gap_us} us apart: give one "
+                         "envelope per call size, cache state, files per process, CPU load and gap between calls "
+                         "(mtcenvelope measure --block, --drop-caches off, --ops-per-proc, --hogs-per-host, "
+                         "--call-gap-us)")
         surfaces.append(sf)
-    idle = [i for i, s in enumerate(surfaces) if not s.hogs]
+    idle = [i for i, s in enumerate(surfaces) if not s.hogs and not s.gap_us]
     if not idle:
-        return _fail("every envelope given was measured beside computing processes (--hogs-per-host): give an "
-                     "idle one too; the loaded ones only say how much a stage's CPU load slows its I/O")
+        return _fail("every envelope given was measured beside computing processes (--hogs-per-host) or with "
+                     "computing between calls (--call-gap-us): give one of idle hosts and calls back to back too; "
+                     "the others only say how much a stage's CPU load or computing between calls slows its I/O")
     if idle[0]:           # the main envelope is an idle one: the first given
         envs.insert(0, envs.pop(idle[0]))
         surfaces.insert(0, surfaces.pop(idle[0]))

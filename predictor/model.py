@@ -16,7 +16,7 @@ from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
-               "cpu_load")
+               "cpu_load", "call_gap")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -89,12 +89,14 @@ class _Env:
     """Envelope look-ups for one stage, recorded with their sources."""
 
     def __init__(self, surface: EnvelopeSurface, hosts: int, clamp_small: bool, used: dict | None = None,
-                 tag: str = "", load: float = 0.0, root: EnvelopeSurface | None = None):
+                 tag: str = "", load: float = 0.0, root: EnvelopeSurface | None = None, gap: float = 0.0):
         self.s, self.hosts, self.clamp, self.tag = surface, hosts, clamp_small, tag
         self.used = {} if used is None else used
         self.tag_calls = bool(surface.others) or used is not None   # several envelopes: name the call size
         self.load, self.root = load, root or surface    # refinement cpu_load: the stage's, and where twins are
         self.loaded = {}                                # metric -> computing processes per host of its twin
+        self.gap = gap                                  # refinement call_gap: the stage's us of computing per call
+        self.apart = {}                                 # metric -> us between calls of its twin
 
     def at_calls(self, bytes_per_call, warm=False, metric=None):
         """The look-ups in the envelope measured with calls nearest to bytes_per_call (refinement call_size), of
@@ -102,12 +104,20 @@ class _Env:
         s = self.s.at_calls(bytes_per_call, warm, metric)
         if s is self.s:
             return self
-        e = _Env(s, self.hosts, self.clamp, self.used, load=self.load, root=self.root)
-        e.loaded = self.loaded
+        e = _Env(s, self.hosts, self.clamp, self.used, load=self.load, root=self.root, gap=self.gap)
+        e.loaded, e.apart = self.loaded, self.apart
         return e
 
     def get(self, metric, size, k):
         v = self._get(self.s, metric, size, k, "")
+        apart = self.root.apart_twin(self.s, metric) if self.gap > 0 else None
+        if apart is not None:
+            # refinement call_gap: time per op moves toward the envelope of calls apart by the stage's computing
+            # per call over that envelope's (held there beyond it)
+            wg = min(1.0, self.gap / apart.gap_us)
+            va = self._get(apart, metric, size, k, f",apart={apart.gap_us}us")
+            self.apart[metric] = apart.gap_us
+            v = 1.0 / ((1.0 - wg) / v + wg / va)
         twin = self.root.loaded_twin(self.s, metric) if self.load > 0 else None
         if twin is None:
             return v
@@ -352,7 +362,8 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
             k = max(1.0, min(float(kio), float(S)))
             notes.append(f"I/O concurrency {k:.3g} from the trace's overlap of I/O intervals ({S} slots)")
     load = (stage.cpu_load or 0.0) if "cpu_load" in on else 0.0
-    env = _Env(surface, C, clamp_small="small_files" in on, load=load)
+    gap = (stage.compute_per_call_us or 0.0) if "call_gap" in on else 0.0
+    env = _Env(surface, C, clamp_small="small_files" in on, load=load, gap=gap)
     need = _needed(stage)
     alpha = _alpha(stage, notes)
     r, sh, w, md = stage.read, stage.shared, stage.write, stage.metadata
@@ -482,5 +493,10 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                      f"{', '.join(sorted(env.loaded))} taken {', '.join(f'{min(1.0, load / h):.0%}' for h in hogs)} "
                      f"of the way to the envelope measured beside {', '.join(map(str, hogs))} computing "
                      f"process(es) per host")
+    if env.apart:
+        gaps = sorted(set(env.apart.values()))
+        notes.append(f"calls apart: this stage's tasks computed {gap:.3g} us per file-system call in the trace; "
+                     f"{', '.join(sorted(env.apart))} taken {', '.join(f'{min(1.0, gap / g):.0%}' for g in gaps)} of "
+                     f"the way to the envelope of calls {', '.join(map(str, gaps))} us apart")
     return StagePrediction(stage.name, "refined", N, C, S, k, R, D, D_w, D_N, alpha, terms, bounds, env.used,
                            notes, None, refine=tuple(x for x in REFINEMENTS if x in on), ops_per_slot=per_slot)

@@ -70,6 +70,7 @@ class EnvelopeSurface:
         self.cold = True          # reads kept from every cache (False: measured with --drop-caches off)
         self.ops_per_proc = None  # files each process opened in turn (None: mtcenvelope's default, up to 16)
         self.hogs = 0             # processes per host that only computed beside its runs (0: idle hosts)
+        self.gap_us = 0           # us its processes computed between two calls (0: back to back)
 
     # ---- fit ---------------------------------------------------------------------------------------------------------
     def fit(self, points) -> "EnvelopeSurface":
@@ -127,19 +128,27 @@ class EnvelopeSurface:
         so an op is best looked up in an envelope measured with calls of its own size."""
         need = {metric, BANDWIDTH_OF.get(metric)} - {None}
         every = [s for s in [self, *self.others] if need <= s.metrics() and s.ops_per_proc == self.ops_per_proc
-                 and s.hogs == self.hogs] or [self]
+                 and s.hogs == self.hogs and s.gap_us == self.gap_us] or [self]
         pool = [s for s in every if s.cold != warm] or [s for s in every if s.cold == self.cold]
         if not bytes_per_call or bytes_per_call <= 0:
             return pool[0]
         return min(pool, key=lambda s: abs(math.log(bytes_per_call / s.block)))
 
     def has_warm(self) -> bool:
-        return any(not s.cold and not s.hogs for s in [self, *self.others])
+        return any(not s.cold and not s.hogs and not s.gap_us for s in [self, *self.others])
 
     def loaded_twin(self, of: "EnvelopeSurface", metric: str) -> "EnvelopeSurface | None":
         """Of `others`, the one measured beside computing processes (hogs > 0) that stands for `of` under load:
         with `metric`, of its cache state and files per process, and of those the bytes per call nearest."""
-        pool = [s for s in self.others if s.hogs and metric in s.metrics() and s.cold == of.cold
+        pool = [s for s in self.others if s.hogs and not s.gap_us and metric in s.metrics() and s.cold == of.cold
+                and s.ops_per_proc == of.ops_per_proc]
+        return min(pool, key=lambda s: abs(math.log(s.block / of.block))) if pool else None
+
+    def apart_twin(self, of: "EnvelopeSurface", metric: str) -> "EnvelopeSurface | None":
+        """Of `others`, the one measured with computing between calls (gap_us > 0, idle hosts) that stands for `of`
+        when a task's calls come apart: with `metric`, of its cache state and files per process, the bytes per
+        call nearest."""
+        pool = [s for s in self.others if s.gap_us and not s.hogs and metric in s.metrics() and s.cold == of.cold
                 and s.ops_per_proc == of.ops_per_proc]
         return min(pool, key=lambda s: abs(math.log(s.block / of.block))) if pool else None
 
@@ -147,7 +156,7 @@ class EnvelopeSurface:
         """Of `others`, one measured with more files per process than this one (cold, with `metric`): the
         refined model's first_op takes from it what a process's later ops cost next to its first."""
         mine = self.ops_per_proc or 16
-        more = [s for s in self.others if s.cold and not s.hogs and metric in s.metrics()
+        more = [s for s in self.others if s.cold and not s.hogs and not s.gap_us and metric in s.metrics()
                 and (s.ops_per_proc or 16) > mine]
         return max(more, key=lambda s: s.ops_per_proc or 16) if more else None
 
@@ -158,7 +167,7 @@ class EnvelopeSurface:
         rep = EnvelopeSurface()
         rep.grids, rep._shared, rep._rng, rep.block = self.grids, self._shared, rng, self.block
         rep.others = [o.replicate(rng, ops) for o in self.others]
-        rep.cold, rep.ops_per_proc, rep.hogs = self.cold, self.ops_per_proc, self.hogs
+        rep.cold, rep.ops_per_proc, rep.hogs, rep.gap_us = self.cold, self.ops_per_proc, self.hogs, self.gap_us
         for key, g in self.grids.items():
             n = (ops or {}).get(THROUGHPUT_OF.get(key[0], key[0]))
             rep._means[key] = _Drawn(g.cells, rng, n)

@@ -105,6 +105,26 @@ def test_files_left_for_exit_to_close_are_told(tmp_path, capsys):
     assert (w.left_open_fraction, w.redirected_fraction) == (0.3333, 0.3333)
 
 
+def test_compute_per_call_is_the_time_outside_io_over_the_calls(tmp_path, capsys):
+    """Two dd's of 4 write(2) calls of 8 KiB each, 0.3 s apart, in one task: 10 calls reach the file system (per
+    dd: its output's open and 4 writes; /dev/zero is no file, the shell's PATH look-ups no call) and the task spent
+    >= 0.3 s outside I/O: >= 30 ms per call."""
+    from test_db_ingest import traced
+    d, logs = tmp_path / "d", tmp_path / "logs"
+    d.mkdir(), logs.mkdir()
+    dd = "dd if=/dev/zero of={} bs=8k count=4 2>/dev/null"
+    cmd = f"cd {d} && {dd.format('o1')}; sleep 0.3; {dd.format('o2')}"
+    assert traced(logs, ["sh", "-c", cmd], "a", "S", "R").returncode == 0
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
+    tf = Store(db).task_files("R")
+    calls = tf["writes"].sum() + sum(-(-b // (128 << 10)) for b in tf["bytes_read"]) + tf["opens"].sum()
+    assert calls == 10, tf[["key", "opens", "reads", "writes", "bytes_read"]]
+    out = tmp_path / "wf.yaml"
+    assert run_model(["--db", str(db), "--run", "R", "-o", str(out)], capsys)[0] == 0
+    g = wm.load(str(out)).stage("S").compute_per_call_us
+    assert 300e3 / 10 <= g < 0.6e6 / 10, g
+
 @pytest.mark.parametrize("path,value,msg", [
     (("stages", 0, "tasks"), 0, r"stages\[0\].tasks: must be >= 1"),
     (("stages", 1, "read", "alpha"), 1.5, r"stages\[1\].read.alpha: must be <= 1"),

@@ -126,7 +126,7 @@ def test_an_envelope_measured_beside_computing_processes(testbed, tmp_path):
 
 def test_an_envelope_of_calls_apart(testbed, tmp_path):
     """--call-gap-us: every engine run computes that long between two calls, said in every point and in the run's
-    meta, where mtcpredict reads it (and refuses the envelope: it has no use for it yet)."""
+    meta, where mtcpredict reads it."""
     from mtcio.predictor import envelope_source
     db = tmp_path / "e.db"
     measure("--db", db, "--name", "apart", "--sizes", "64k", "--procs", "1", "--repeat", "1", "--precision", "0",

@@ -207,17 +207,33 @@ def test_an_envelope_beside_computing_processes_blends_by_cpu_load(tmp_path):
     assert r.returncode == 2 and "every envelope given was measured beside computing processes" in r.stderr
 
 
-def test_an_envelope_of_calls_apart_is_refused(tmp_path):
-    """An envelope measured with --call-gap-us is not one to predict from (its calls were computed apart): exit 2,
-    named, also beside an envelope of calls back to back."""
+def test_an_envelope_of_calls_apart_blends_by_compute_per_call(tmp_path):
+    """An envelope measured with --call-gap-us 200 (writes 2x slower here), given first: the back-to-back one stays
+    the main one; a stage computing 100 us per call pays half way, 1000 us the whole of it; alone it is refused."""
     idle = _write(tmp_path / "idle.yaml", _shipped_envelope())
-    apart = _envelope_twin(tmp_path / "apart.yaml", {"call_gap_us": 200}, writes_slower=1.5)
-    for args in (["--envelope", apart], ["--envelope", idle, "--envelope", apart]):
-        r = predict(MONTAGE, *args)
-        assert r.returncode == 2 and r.stdout == "", r.stderr
-        assert f"envelope {apart} was measured with 200 us of computing between calls (--call-gap-us)" in r.stderr
-    assert predict(MONTAGE, "--envelope", idle).returncode == 0
+    apart = _envelope_twin(tmp_path / "apart.yaml", {"call_gap_us": 200}, writes_slower=2)
+    doc = _montage_doc()
+    first, other = doc["stages"][0]["name"], doc["stages"][1]["name"]
 
+    def stages(gap, *args):
+        doc["stages"][0]["compute_per_call_us"] = gap
+        wf = _write(tmp_path / "wf.yaml", doc)
+        r = predict(wf, *args, "--json", "--bootstrap", "0", "--variant", "refined")
+        assert r.returncode == 0, r.stderr
+        return {d["stage"]: d for d in json.loads(r.stdout)["predictions"]}
+    one = stages(100, "--envelope", idle)
+    half = stages(100, "--envelope", apart, "--envelope", idle)
+    assert half[first]["write_s"] == pytest.approx(1.5 * one[first]["write_s"], rel=1e-6)
+    assert half[first]["read_s"] == pytest.approx(one[first]["read_s"], rel=1e-9)
+    assert half[other]["total_s"] == pytest.approx(one[other]["total_s"], rel=1e-9)   # compute_per_call_us unset
+    assert any("calls apart: this stage's tasks computed 100 us per file-system call" in n and "50% of the way" in n
+               for n in half[first]["notes"])
+    full = stages(1000, "--envelope", idle, "--envelope", apart)
+    assert full[first]["write_s"] == pytest.approx(2 * one[first]["write_s"], rel=1e-6)
+    off = stages(1000, "--envelope", idle, "--envelope", apart, "--refine=-call_gap")
+    assert off[first]["write_s"] == pytest.approx(one[first]["write_s"], rel=1e-9)
+    r = predict(MONTAGE, "--envelope", apart)
+    assert r.returncode == 2 and "computing between calls (--call-gap-us): give one of idle hosts" in r.stderr
 
 def test_envelope_lacking_a_metric_is_named(tmp_path):
     f, _ = _envelope_db(tmp_path, {"Tm", "TL", "BL", "T1L", "B1L", "T1R", "B1R"})

@@ -14,11 +14,13 @@ fall inside their 90 % interval (100 envelope resamples) and which stages most o
 workflow's I/O time (sum over stages) error per run.
 
     python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m,8k]
-                                          [--loaded H] [--writes-ab MS] [--keep DIR | --predict-only DIR]
+                                          [--loaded H] [--apart US] [--writes-ab MS] [--keep DIR | --predict-only DIR]
                                           [-- MTCPREDICT OPTIONS]
 (--loaded H, default 1: every --block envelope's TL, BL, T1L and B1L also measured beside H computing processes per
 host, round by round with it; the refined model blends them in by each stage's traced cpu_load, and every run is
-predicted a second time without them. --writes-ab MS: every envelope's TL/BL also measured with writers computing
+predicted a second time without them. --apart US: every --block envelope's TL and BL also measured with US
+microseconds of computing between calls, round by round with it; the refined model blends them in by each stage's
+traced compute_per_call_us, and every run is predicted again without them. --writes-ab MS: every envelope's TL/BL also measured with writers computing
 MS ms first, round by round with it, and every run predicted a third time with those writes.)
 """
 import argparse
@@ -64,12 +66,13 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     blocks = list(enumerate(a.block.split(",")))   # (index, block): the first also measures the metadata
     bracketed = [(i, blk) for i, blk in blocks if blk in a.bracket]
 
-    def envelope(name, label, *args, append=False, writes=False, loaded=False):
+    def envelope(name, label, *args, append=False, writes=False, loaded=False):  # loaded: a --block envelope
         """One envelope of --sweep-repeat repeats per point: back to back, or (--interleave) as that many appended
         sweeps of one repeat, a point's repeats then minutes apart (gfarm2fs's stalls come and go over minutes).
         Its twins, measured round by round with it (one repeat each, the order turned every round) so that all
         see the same minutes: with --writes-ab, TL/BL by writers computing first (an envelope that has writes);
-        with --loaded, TL, BL, T1L, B1L beside computing processes (the --block envelopes)."""
+        with --loaded, TL, BL, T1L, B1L beside computing processes, with --apart, TL and BL of calls apart (the --block
+        envelopes)."""
         t = time.monotonic()
         twins = []
         if writes and a.writes_ab is not None:
@@ -78,6 +81,9 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
         if loaded and a.loaded:
             twins.append((loaded_name(name, a.loaded), ["--metrics", "TL,BL,T1L,B1L", "--hogs-per-host",
                                                         str(a.loaded)], f"{a.loaded} computing per host"))
+        if loaded and a.apart:
+            twins.append((apart_name(name, a.apart), ["--metrics", "TL,BL", "--call-gap-us", str(a.apart)],
+                          f"calls {a.apart} us apart"))
         rounds = a.sweep_repeat if a.interleave or twins else 1
         for r in range(rounds):
             sweeps = [(name, [])] + [(nm, extra) for nm, extra, _ in twins]
@@ -123,8 +129,8 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
         for i, blk in bracketed:
             block_sweep(i, blk, append=True)
     with open(os.path.join(work, "runs.json"), "w") as f:
-        json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a, a.loaded), "writes_ab": a.writes_ab,
-                   "loaded": a.loaded}, f)
+        json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a, a.loaded, a.apart),
+                   "writes_ab": a.writes_ab, "loaded": a.loaded, "apart": a.apart}, f)
     return runs
 
 
@@ -142,8 +148,16 @@ def loaded_name(name, hogs):
     return f"{name}-h{hogs}"
 
 
+def apart_name(name, us):
+    return f"{name}-a{us}"
+
+
 def idle_only(envs):
     return [e for e in envs if not re.search(r"-h\d+$", e)]
+
+
+def back_to_back(envs):
+    return [e for e in envs if not re.search(r"-a\d+$", e)]
 
 
 def swapped_writes(db, work, envs, ms):
@@ -159,12 +173,12 @@ def swapped_writes(db, work, envs, ms):
     return out
 
 
-def envelope_names(a, loaded=None):
+def envelope_names(a, loaded=None, apart=None):
     """The envelopes to predict with; with `loaded` (computing processes per host) also the --block envelopes'
-    loaded twins."""
+    loaded twins, with `apart` (us between calls) their twins of calls apart."""
     blocks = [f"env-{b}" for b in a.block.split(",")]
     return blocks + (["env-warm"] if a.warm else []) + (["env-many"] if a.many_files else []) + \
-        [loaded_name(e, loaded) for e in blocks if loaded]
+        [loaded_name(e, loaded) for e in blocks if loaded] + [apart_name(e, apart) for e in blocks if apart]
 
 
 def predict_all(a, work, db, runs, w, h, measured_envs=None):
@@ -288,8 +302,13 @@ def without_load(a, work, db, runs, w, h, envs):
     predict_all(a, work, db, runs, w, h, idle_only(envs))
 
 
-def again(a, work, db, runs, w, h, envs, loaded, writes_ab):
-    """The same runs predicted again: without the loaded twins, and with the writers computing first."""
+def again(a, work, db, runs, w, h, envs, loaded, writes_ab, apart=None):
+    """The same runs predicted again: without the twins of calls apart, without the loaded twins, and with the
+    writers computing first."""
+    if apart:
+        print("\n==== the same runs predicted without the envelopes of calls apart (refinement call_gap idle)",
+              flush=True)
+        predict_all(a, work, db, runs, w, h, back_to_back(envs))
     if loaded:
         without_load(a, work, db, runs, w, h, envs)
     if writes_ab is not None:
@@ -341,6 +360,11 @@ def main():
                          "only compute (mtcenvelope --hogs-per-host), round by round with it; the refined model "
                          "blends them in by each stage's cpu_load, and every run is also predicted without them "
                          "(default 1; 0: none)")
+    ap.add_argument("--apart", type=int, default=0, metavar="US",
+                    help="also measure every --block envelope's TL and BL with US microseconds of computing between "
+                         "calls (mtcenvelope --call-gap-us), round by round with it; the refined model blends them in "
+                         "by each stage's compute_per_call_us, and every run is also predicted without them "
+                         "(default 0: none)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
@@ -360,7 +384,7 @@ def main():
         models(db, work, kept["runs"])
         envs = kept.get("envelopes")
         predict_all(a, work, db, kept["runs"], w, h, envs)
-        again(a, work, db, kept["runs"], w, h, envs, kept.get("loaded"), kept.get("writes_ab"))
+        again(a, work, db, kept["runs"], w, h, envs, kept.get("loaded"), kept.get("writes_ab"), kept.get("apart"))
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
         return
     tiles = [int(x) for x in a.tiles.split(",")]
@@ -373,9 +397,9 @@ def main():
     try:
         runs = measure_and_run(a, work, db, tiles, hostcounts, w, h)
         models(db, work, runs)
-        envs = envelope_names(a, a.loaded)
+        envs = envelope_names(a, a.loaded, a.apart)
         predict_all(a, work, db, runs, w, h, envs)
-        again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab)
+        again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab, a.apart)
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
     finally:
         if not a.keep:
