@@ -101,10 +101,16 @@ def _per_call(df, nbytes: str, calls: str):
     calls costs such a file twice what Montage paid (535 KB: ~12 ms against ~6 ms)."""
     if not len(df) or not df[calls].sum():
         return None
+    return round(float(df[nbytes].sum() / _sys_calls(df, nbytes, calls).sum()), 1)
+
+
+def _sys_calls(df, nbytes: str, calls: str):
+    """System calls per task-file pair: a stdio stream's calls smaller than its buffer merged into buffer-sized
+    ones, one more after each seek."""
     n, b = df[calls].to_numpy(dtype=float), df[nbytes].to_numpy(dtype=float)
     merged = np.maximum(1.0, np.ceil(b / STDIO_BUFFER)) + df["seeks"].to_numpy(dtype=float)
     small = df["stdio"].to_numpy(dtype=bool) & (n > 0) & (b < n * STDIO_BUFFER)
-    return round(float(b.sum() / np.where(small, np.minimum(n, merged), n).sum()), 1)
+    return np.where(small, np.minimum(n, merged), n)
 
 
 READAHEAD = 128 * 1024   # what one read call of a FUSE mount fetches at least (Linux's default window)
@@ -112,14 +118,11 @@ READAHEAD = 128 * 1024   # what one read call of a FUSE mount fetches at least (
 
 def _compute_per_call(t, f) -> float | None:
     """Median over these tasks of their time outside traced I/O per call reaching the file system, in us: writes
-    as a stdio buffer merges them (_per_call), reads per readahead window, opens. How far apart a task's calls
+    as a stdio buffer merges them, reads per readahead window, opens. How far apart a task's calls
     come: on a VM a FUSE call after its daemons idled costs more (mtcenvelope --call-gap-us)."""
     if not len(t):
         return None
-    n, b = f["writes"].to_numpy(dtype=float), f["bytes_written"].to_numpy(dtype=float)
-    merged = np.maximum(1.0, np.ceil(b / STDIO_BUFFER)) + f["seeks"].to_numpy(dtype=float)
-    small = f["stdio"].to_numpy(dtype=bool) & (n > 0) & (b < n * STDIO_BUFFER)
-    calls = np.where(small, np.minimum(n, merged), n) + np.ceil(f["bytes_read"].to_numpy(dtype=float) / READAHEAD) \
+    calls = _sys_calls(f, "bytes_written", "writes") + np.ceil(f["bytes_read"].to_numpy(dtype=float) / READAHEAD) \
         + f["opens"].to_numpy(dtype=float)
     per_task = f.assign(calls=calls).groupby("task_id")["calls"].sum()
     c = per_task.reindex(t["id"], fill_value=0).to_numpy()

@@ -18,8 +18,8 @@ workflow's I/O time (sum over stages) error per run.
                                           [-- MTCPREDICT OPTIONS]
 (--loaded H, default 1: every --block envelope's TL, BL, T1L and B1L also measured beside H computing processes per
 host, round by round with it; the refined model blends them in by each stage's traced cpu_load, and every run is
-predicted a second time without them. --apart US: every --block envelope's TL and BL also measured with US
-microseconds of computing between calls, round by round with it; the refined model blends them in by each stage's
+predicted a second time without them. --apart US, default 200: every --block envelope's TL and BL also measured
+with US microseconds of computing between calls, round by round with it; the refined model blends them in by each stage's
 traced compute_per_call_us, and every run is predicted again without them. --writes-ab MS: every envelope's TL/BL also measured with writers computing
 MS ms first, round by round with it, and every run predicted a third time with those writes.)
 """
@@ -360,11 +360,11 @@ def main():
                          "only compute (mtcenvelope --hogs-per-host), round by round with it; the refined model "
                          "blends them in by each stage's cpu_load, and every run is also predicted without them "
                          "(default 1; 0: none)")
-    ap.add_argument("--apart", type=int, default=0, metavar="US",
+    ap.add_argument("--apart", type=int, default=200, metavar="US",
                     help="also measure every --block envelope's TL and BL with US microseconds of computing between "
                          "calls (mtcenvelope --call-gap-us), round by round with it; the refined model blends them in "
                          "by each stage's compute_per_call_us, and every run is also predicted without them "
-                         "(default 0: none)")
+                         "(default 200; 0: none)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
