@@ -19,9 +19,10 @@ workflow's I/O time (sum over stages) error per run.
 (--loaded H, default 1: every --block envelope's TL, BL, T1L and B1L also measured beside H computing processes per
 host, round by round with it; the refined model blends them in by each stage's traced cpu_load, and every run is
 predicted a second time without them. --apart US, default 200: every --block envelope's TL and BL also measured
-with US microseconds of computing between calls, round by round with it; the refined model blends them in by each stage's
-traced compute_per_call_us, and every run is predicted again without them. --writes-ab MS: every envelope's TL/BL also measured with writers computing
-MS ms first, round by round with it, and every run predicted a third time with those writes.)
+with US microseconds of computing between calls, round by round with it; the refined model blends them in by each
+stage's traced compute_per_call_us, and every run is predicted again without them. --writes-ab MS: every envelope's
+TL/BL also measured with writers computing MS ms first, round by round with it, and every run predicted once more
+with those writes.)
 """
 import argparse
 import collections
