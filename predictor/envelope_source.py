@@ -28,33 +28,37 @@ class EnvelopeData:
     run: str | None = None    # envelope run name in a db (for predictions rows)
     db: str | None = None
 
+    def _said(self, key):
+        """What the envelope's meta says of `key`, or its provenance (an exported envelope's)."""
+        return self.meta.get(key) or (self.meta.get("provenance") or {}).get(key)
+
     @property
     def block(self) -> int:
         """Bytes per read/write call the envelope was measured with (mtcenvelope's default, 1 MiB, if unsaid)."""
-        b = self.meta.get("block") or (self.meta.get("provenance") or {}).get("block")
+        b = self._said("block")
         return int(b) if b else 1 << 20
 
     @property
     def ops_per_proc(self) -> int | None:
         """Files each process of a point opened in turn (--ops-per-proc); None: mtcenvelope's default, up to 16."""
-        v = self.meta.get("ops_per_proc") or (self.meta.get("provenance") or {}).get("ops_per_proc")
+        v = self._said("ops_per_proc")
         return int(v) if v else None
 
     @property
     def cold(self) -> bool:
         """Whether reads were kept from every cache (mtcenvelope's default); False: `--drop-caches off`."""
-        return (self.meta.get("drop_caches") or (self.meta.get("provenance") or {}).get("drop_caches")) != "off"
+        return self._said("drop_caches") != "off"
 
     @property
     def hogs(self) -> int:
         """Processes per host that only computed beside every measured run (--hogs-per-host; 0: an idle host)."""
-        v = self.meta.get("hogs_per_host") or (self.meta.get("provenance") or {}).get("hogs_per_host")
+        v = self._said("hogs_per_host")
         return int(v) if v else 0
 
     @property
     def call_gap_us(self) -> int:
         """Microseconds every process computed between two calls (--call-gap-us; 0: back to back)."""
-        v = self.meta.get("call_gap_us") or (self.meta.get("provenance") or {}).get("call_gap_us")
+        v = self._said("call_gap_us")
         return int(v) if v else 0
 
 

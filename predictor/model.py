@@ -110,23 +110,23 @@ class _Env:
 
     def get(self, metric, size, k):
         v = self._get(self.s, metric, size, k, "")
+        # refinement call_gap, then cpu_load: time per op moves toward the envelope of calls apart by the stage's
+        # computing per call over that envelope's, then toward the loaded one by the stage's load over its (each
+        # held at its twin beyond it)
         apart = self.root.apart_twin(self.s, metric) if self.gap > 0 else None
         if apart is not None:
-            # refinement call_gap: time per op moves toward the envelope of calls apart by the stage's computing
-            # per call over that envelope's (held there beyond it)
-            wg = min(1.0, self.gap / apart.gap_us)
-            va = self._get(apart, metric, size, k, f",apart={apart.gap_us}us")
+            v = self._toward(v, apart, self.gap / apart.gap_us, metric, size, k, f",apart={apart.gap_us}us")
             self.apart[metric] = apart.gap_us
-            v = 1.0 / ((1.0 - wg) / v + wg / va)
         twin = self.root.loaded_twin(self.s, metric) if self.load > 0 else None
-        if twin is None:
-            return v
-        # refinement cpu_load: time per op moves from the idle envelope's toward the loaded one's by the stage's
-        # load over the loaded envelope's (held at the loaded one beyond it)
-        w = min(1.0, self.load / twin.hogs)
-        vl = self._get(twin, metric, size, k, f",load={twin.hogs}")
-        self.loaded[metric] = twin.hogs
-        return 1.0 / ((1.0 - w) / v + w / vl)
+        if twin is not None:
+            v = self._toward(v, twin, self.load / twin.hogs, metric, size, k, f",load={twin.hogs}")
+            self.loaded[metric] = twin.hogs
+        return v
+
+    def _toward(self, v, twin, share, metric, size, k, tag):
+        """The rate whose time per op is min(1, share) of the way from 1/v to the twin's."""
+        w = min(1.0, share)
+        return 1.0 / ((1.0 - w) / v + w / self._get(twin, metric, size, k, tag))
 
     def _get(self, s, metric, size, k, tag):
         lk = s.value(metric, size, k, self.hosts, clamp_small=self.clamp)

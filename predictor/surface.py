@@ -140,15 +140,16 @@ class EnvelopeSurface:
     def loaded_twin(self, of: "EnvelopeSurface", metric: str) -> "EnvelopeSurface | None":
         """Of `others`, the one measured beside computing processes (hogs > 0) that stands for `of` under load:
         with `metric`, of its cache state and files per process, and of those the bytes per call nearest."""
-        pool = [s for s in self.others if s.hogs and not s.gap_us and metric in s.metrics() and s.cold == of.cold
-                and s.ops_per_proc == of.ops_per_proc]
-        return min(pool, key=lambda s: abs(math.log(s.block / of.block))) if pool else None
+        return self._twin(of, metric, lambda s: s.hogs and not s.gap_us)
 
     def apart_twin(self, of: "EnvelopeSurface", metric: str) -> "EnvelopeSurface | None":
         """Of `others`, the one measured with computing between calls (gap_us > 0, idle hosts) that stands for `of`
         when a task's calls come apart: with `metric`, of its cache state and files per process, the bytes per
         call nearest."""
-        pool = [s for s in self.others if s.gap_us and not s.hogs and metric in s.metrics() and s.cold == of.cold
+        return self._twin(of, metric, lambda s: s.gap_us and not s.hogs)
+
+    def _twin(self, of, metric, measured_so):
+        pool = [s for s in self.others if measured_so(s) and metric in s.metrics() and s.cold == of.cold
                 and s.ops_per_proc == of.ops_per_proc]
         return min(pool, key=lambda s: abs(math.log(s.block / of.block))) if pool else None
 

@@ -17,8 +17,9 @@
  *    100 ms of sleep), and the workers otherwise wait idle for the start;
  *  - --gap-us N spins N us between a worker's data calls, as a task computes each row it writes
  *    or after each it reads; the spins are not part of the ops' times (a worker's t_start_ns and
- *    t_end_ns are moved back by the spins before them): on a 2-vCPU VM with TCP_NODELAY, 1.6 MB in 8 KiB calls took 21-28 ms back to back and
- *    32-40 ms of calls alone 200 us apart (gfarm2fs's threads idle between calls and are woken for each).
+ *    t_end_ns are moved back by the spins before them): on a 2-vCPU VM with TCP_NODELAY, 1.6 MB
+ *    in 8 KiB calls took 21-28 ms back to back and 32-40 ms of calls alone 200 us apart
+ *    (gfarm2fs's threads idle between calls and are woken for each).
  *  - --hogs N runs N processes that only compute beside the workers, from the start until the last
  *    worker ends: a host whose tasks compute while others do I/O (gfarm2fs and gfsd need a CPU for
  *    every call; on a 2-vCPU VM with TCP_NODELAY, 535 KB in 8 KiB calls: ~8 ms idle, ~16 ms beside

@@ -67,22 +67,22 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     blocks = list(enumerate(a.block.split(",")))   # (index, block): the first also measures the metadata
     bracketed = [(i, blk) for i, blk in blocks if blk in a.bracket]
 
-    def envelope(name, label, *args, append=False, writes=False, loaded=False):  # loaded: a --block envelope
+    def envelope(name, label, *args, append=False, writes=False, block=False):
         """One envelope of --sweep-repeat repeats per point: back to back, or (--interleave) as that many appended
         sweeps of one repeat, a point's repeats then minutes apart (gfarm2fs's stalls come and go over minutes).
         Its twins, measured round by round with it (one repeat each, the order turned every round) so that all
         see the same minutes: with --writes-ab, TL/BL by writers computing first (an envelope that has writes);
-        with --loaded, TL, BL, T1L, B1L beside computing processes, with --apart, TL and BL of calls apart (the --block
-        envelopes)."""
+        and of a --block envelope (block), with --loaded, TL, BL, T1L, B1L beside computing processes, with --apart,
+        TL and BL of calls apart."""
         t = time.monotonic()
         twins = []
         if writes and a.writes_ab is not None:
             twins.append((twin_name(name, a.writes_ab), ["--metrics", "TL,BL", "--write-compute-ms",
                                                          str(a.writes_ab)], f"writers computing {a.writes_ab} ms"))
-        if loaded and a.loaded:
+        if block and a.loaded:
             twins.append((loaded_name(name, a.loaded), ["--metrics", "TL,BL,T1L,B1L", "--hogs-per-host",
                                                         str(a.loaded)], f"{a.loaded} computing per host"))
-        if loaded and a.apart:
+        if block and a.apart:
             twins.append((apart_name(name, a.apart), ["--metrics", "TL,BL", "--call-gap-us", str(a.apart)],
                           f"calls {a.apart} us apart"))
         rounds = a.sweep_repeat if a.interleave or twins else 1
@@ -99,7 +99,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
         envelope(f"env-{blk}", " (again, after the runs)" if append else "", "--block", blk, "--sizes", a.sizes,
                  *(["--ops-per-proc", str(a.ops_per_proc)] if a.ops_per_proc else []),
                  *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []),
-                 append=append, writes=True, loaded=True)
+                 append=append, writes=True, block=True)
 
     with bench.testbed_session(4, ["--tcp-nodelay"] if a.tcp_nodelay else []) as bed:
         for i, blk in blocks:
