@@ -113,20 +113,27 @@ class _Env:
         # refinement call_gap, then cpu_load: time per op moves toward the envelope of calls apart by the stage's
         # computing per call over that envelope's, then toward the loaded one by the stage's load over its (each
         # held at its twin beyond it)
+        # (call_gap only toward a slower twin: where calls apart are faster, as past Nagle's stalls on Gfarm's
+        # default, a task's computing comes in bursts as often as between its calls and gains nothing)
         apart = self.root.apart_twin(self.s, metric) if self.gap > 0 else None
         if apart is not None:
-            v = self._toward(v, apart, self.gap / apart.gap_us, metric, size, k, f",apart={apart.gap_us}us")
-            self.apart[metric] = apart.gap_us
+            u = self._toward(v, apart, self.gap / apart.gap_us, metric, size, k, f",apart={apart.gap_us}us",
+                             slower_only=True)
+            if u != v:
+                self.apart[metric] = apart.gap_us
+            v = u
         twin = self.root.loaded_twin(self.s, metric) if self.load > 0 else None
         if twin is not None:
             v = self._toward(v, twin, self.load / twin.hogs, metric, size, k, f",load={twin.hogs}")
             self.loaded[metric] = twin.hogs
         return v
 
-    def _toward(self, v, twin, share, metric, size, k, tag):
-        """The rate whose time per op is min(1, share) of the way from 1/v to the twin's."""
+    def _toward(self, v, twin, share, metric, size, k, tag, slower_only=False):
+        """The rate whose time per op is min(1, share) of the way from 1/v to the twin's (v itself when
+        slower_only and the twin is faster)."""
         w = min(1.0, share)
-        return 1.0 / ((1.0 - w) / v + w / self._get(twin, metric, size, k, tag))
+        t = self._get(twin, metric, size, k, tag)
+        return v if slower_only and t >= v else 1.0 / ((1.0 - w) / v + w / t)
 
     def _get(self, s, metric, size, k, tag):
         lk = s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
@@ -497,6 +504,6 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         gaps = sorted(set(env.apart.values()))
         notes.append(f"calls apart: this stage's tasks computed {gap:.3g} us per file-system call in the trace; "
                      f"{', '.join(sorted(env.apart))} taken {', '.join(f'{min(1.0, gap / g):.0%}' for g in gaps)} of "
-                     f"the way to the envelope of calls {', '.join(map(str, gaps))} us apart")
+                     f"the way to the envelope of calls {', '.join(map(str, gaps))} us apart, where it is slower")
     return StagePrediction(stage.name, "refined", N, C, S, k, R, D, D_w, D_N, alpha, terms, bounds, env.used,
                            notes, None, refine=tuple(x for x in REFINEMENTS if x in on), ops_per_slot=per_slot)

@@ -209,7 +209,8 @@ def test_an_envelope_beside_computing_processes_blends_by_cpu_load(tmp_path):
 
 def test_an_envelope_of_calls_apart_blends_by_compute_per_call(tmp_path):
     """An envelope measured with --call-gap-us 200 (writes 2x slower here), given first: the back-to-back one stays
-    the main one; a stage computing 100 us per call pays half way, 1000 us the whole of it; alone it is refused."""
+    the main one; a stage computing 100 us per call pays half way, 1000 us the whole of it; writes faster apart are
+    not taken; alone it is refused."""
     idle = _write(tmp_path / "idle.yaml", _shipped_envelope())
     apart = _envelope_twin(tmp_path / "apart.yaml", {"call_gap_us": 200}, writes_slower=2)
     doc = _montage_doc()
@@ -232,6 +233,11 @@ def test_an_envelope_of_calls_apart_blends_by_compute_per_call(tmp_path):
     assert full[first]["write_s"] == pytest.approx(2 * one[first]["write_s"], rel=1e-6)
     off = stages(1000, "--envelope", idle, "--envelope", apart, "--refine=-call_gap")
     assert off[first]["write_s"] == pytest.approx(one[first]["write_s"], rel=1e-9)
+    # calls apart faster (as past Nagle's stalls): not taken, and no note says so
+    faster = _envelope_twin(tmp_path / "faster.yaml", {"call_gap_us": 200}, writes_slower=0.5)
+    same = stages(1000, "--envelope", idle, "--envelope", faster)
+    assert same[first]["write_s"] == pytest.approx(one[first]["write_s"], rel=1e-9)
+    assert not any(n.startswith("calls apart") for n in same[first]["notes"]), same[first]["notes"]
     r = predict(MONTAGE, "--envelope", apart)
     assert r.returncode == 2 and "computing between calls (--call-gap-us): give one of idle hosts" in r.stderr
 
