@@ -191,6 +191,7 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
     noise = []
     floor = []         # the least |error| one predicted time per configuration can have on its worst run
     whole = []
+    by_stage = {}      # stage -> signed refined errors over the runs: which way each stage leans
     validated = []
     envs = a.envelope.split(",") if a.envelope else (measured_envs or envelope_names(a))
     with sqlite3.connect(db) as conn:   # calibration learns only from the runs validated before, in this pass
@@ -233,6 +234,8 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
                 line += f"{r['total_s']:>14.3f}{(f'{e:+.0f}' if e is not None else '-'):>8}"
                 if e is not None and meas:
                     errs.setdefault(v, []).append((abs(e), meas))
+                    if v == "refined":
+                        by_stage.setdefault(stage, []).append(e)
                     if r.get("interval"):
                         inside.setdefault(v, []).append((stage, r["interval"][0] <= meas <= r["interval"][1]))
                     tot.setdefault(v, [0.0, 0.0])
@@ -250,6 +253,9 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
         print(f"Median |error| {v:<10}: {statistics.median(all_e):6.1f} % (p90 {p90(all_e):6.1f} %, "
               f"{len(all_e)} stages); stages >= 50 ms: median {statistics.median(big) if big else float('nan'):.1f} %"
               f" p90 {p90(big):.1f} % ({len(big)})")
+    if by_stage:
+        print("refined error per stage over the runs, median [min, max] %: " + "; ".join(
+            f"{st} {statistics.median(es):+.0f} [{min(es):+.0f}, {max(es):+.0f}]" for st, es in by_stage.items()))
     for v, xs in inside.items():
         n_in = sum(ok for _, ok in xs)
         worst = collections.Counter(stage for stage, ok in xs if not ok).most_common(5)
