@@ -19,7 +19,7 @@ variants:
             an op, stats the attribute cache served free, a shell-redirected output or one left for
             exit to close as its create, (given an envelope measured with --hogs-per-host) the CPU
             load the stage's I/O ran beside, and (given one measured with --call-gap-us) how far apart
-            its tasks' calls came, computing between them (--refine picks)
+            its tasks' calls came, computing between them, where calls apart cost more (--refine picks)
   calibrated  (with --calibrate) the refined model corrected by a regression of its past errors,
             judged by leave-one-run-out cross-validation
 
