@@ -112,9 +112,8 @@ class _Env:
         v = self._get(self.s, metric, size, k, "")
         # refinement call_gap, then cpu_load: time per op moves toward the envelope of calls apart by the stage's
         # computing per call over that envelope's, then toward the loaded one by the stage's load over its (each
-        # held at its twin beyond it)
-        # (call_gap only toward a slower twin: where calls apart are faster, as past Nagle's stalls on Gfarm's
-        # default, a task's computing comes in bursts as often as between its calls and gains nothing)
+        # held at its twin beyond it). call_gap only toward a slower twin: where calls apart are faster, as past
+        # Nagle's stalls on Gfarm's default, a task's computing comes in bursts as often as between its calls
         apart = self.root.apart_twin(self.s, metric) if self.gap > 0 else None
         if apart is not None:
             u = self._toward(v, apart, self.gap / apart.gap_us, metric, size, k, f",apart={apart.gap_us}us",
