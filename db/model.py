@@ -208,7 +208,7 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                    left_open_fraction=_round(w["left_open"].mean()) if len(w) else None)
         md = Metadata(ops_per_task=_num(st["meta_ops"] / n), creates_per_task=_num(st["creates"] / n),
                       opens_per_task=_num(st["opens"] / n), stats_per_task=_num(st["stats"] / n),
-                      stats_cached_fraction=_stats_cached(f))
+                      stats_cached_fraction=_stats_cached(f), failed_per_task=_num(f["errors"].sum() / n))
         ms = Measured(span_s=_f(st["span_s"]), io_s_mean=_f(st["io_s_mean"]), io_s_max=_f(st["io_s_max"]),
                       io_s_total=_f(st["t_io_s"]), read_s_total=_f(f["t_read_ns"].sum() / 1e9),
                       write_s_total=_f(f["t_write_ns"].sum() / 1e9),

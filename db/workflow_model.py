@@ -63,6 +63,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           opens_per_task: FLOAT?
           stats_per_task: FLOAT?
           stats_cached_fraction: FLOAT in [0,1]?   # of the stats, the share the client's attribute cache served
+          failed_per_task: FLOAT?            # calls on the stage's files that failed (a name not found)
         measured:                      # what the trace saw (for validation); all optional
           span_s: FLOAT?                     # first task start to last task end
           io_s_mean: FLOAT?                  # per task time inside I/O calls
@@ -156,6 +157,7 @@ class Metadata:
     opens_per_task: float | None = None
     stats_per_task: float | None = None
     stats_cached_fraction: float | None = None
+    failed_per_task: float | None = None
 
 
 @dataclass

@@ -573,6 +573,26 @@ def test_stat_cache_leaves_the_cached_stats_uncharged():
     assert no_ts.meta_s == pytest.approx(4 * 4 / 400, rel=1e-9)
 
 
+def test_failed_lookups_are_charged_as_stats():
+    """A name looked up and not found (cfitsio stats its output before creating it: 4 per task on the testbed,
+    ~0.19 ms each) is a request to gfmd: 3 per task at Ts, at Tm without a stat rate, nothing when turned off."""
+    st = write_stage(n=4)
+    st.metadata = Metadata(ops_per_task=1, creates_per_task=1, opens_per_task=1, failed_per_task=3)
+    pts = sqrt_points()
+    for ppn in (1, 2):
+        for h in (1, 2):
+            pts += _pts("Ts", {0: 1000.0 * h * ppn}, h, ppn)
+    surf = EnvelopeSurface().fit(pts)
+    p = predict_stage(st, surf, "refined")
+    assert p.meta_s == pytest.approx(4 * 3 / 4000, rel=1e-9)
+    assert "failed lookups: 3 per task (names not found), each a metadata request" in p.notes
+    off = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"failed_lookups"})
+    assert off.meta_s == 0.0 and not any("failed" in n for n in off.notes)
+    assert off.write_s == p.write_s
+    no_ts = predict_stage(st, sqrt_envelope(hosts=None), "refined")
+    assert no_ts.meta_s == pytest.approx(4 * 3 / 400, rel=1e-9)
+
+
 def test_a_file_written_twice_weighs_twice():
     """mImgtbl writes its 27 KB table, then writes it again: each write of it is an op (a close in the stall
     band each), weighted by rewrite_factor at every size point."""
