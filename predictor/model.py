@@ -131,18 +131,24 @@ class _Env:
         """The rate whose time per op is min(1, share) of the way from 1/v to the twin's (v itself when
         slower_only and the twin is faster)."""
         w = min(1.0, share)
-        t = self._get(twin, metric, size, k, tag)
-        return v if slower_only and t >= v else 1.0 / ((1.0 - w) / v + w / t)
+        lk = twin.value(metric, size, k, self.hosts, clamp_small=self.clamp)
+        if slower_only and lk.value >= v:
+            return v                  # not taken, so not listed among the look-ups
+        self._record(twin, metric, size, k, tag, lk)
+        return 1.0 / ((1.0 - w) / v + w / lk.value)
 
     def _get(self, s, metric, size, k, tag):
         lk = s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
+        self._record(s, metric, size, k, tag, lk)
+        return lk.value
+
+    def _record(self, s, metric, size, k, tag, lk):
         name = f"{metric}@{fmt_size(size, sep='') if metric not in SIZELESS else '-'},k={k:g}"
         if self.tag_calls:
             name += f",calls={fmt_size(s.block, sep='')}" + ("" if s.cold else ",warm") + self.tag
         name += tag
         self.used[name] = {"metric": metric, "size": size, "k": k, "hosts": self.hosts, "value": lk.value,
                            "source": lk.source, "note": lk.note, "block": s.block}
-        return lk.value
 
     def smallest(self, metric):
         return self.s.grid_for(metric, self.hosts)[1].sizes[0]

@@ -233,11 +233,13 @@ def test_an_envelope_of_calls_apart_blends_by_compute_per_call(tmp_path):
     assert full[first]["write_s"] == pytest.approx(2 * one[first]["write_s"], rel=1e-6)
     off = stages(1000, "--envelope", idle, "--envelope", apart, "--refine=-call_gap")
     assert off[first]["write_s"] == pytest.approx(one[first]["write_s"], rel=1e-9)
-    # calls apart faster (as past Nagle's stalls): not taken, and no note says so
+    assert any(n.endswith(",apart=200us") for n in full[first]["lookups"])
+    # calls apart faster (as past Nagle's stalls): not taken, and neither a note nor a look-up says so
     faster = _envelope_twin(tmp_path / "faster.yaml", {"call_gap_us": 200}, writes_slower=0.5)
     same = stages(1000, "--envelope", idle, "--envelope", faster)
     assert same[first]["write_s"] == pytest.approx(one[first]["write_s"], rel=1e-9)
     assert not any(n.startswith("calls apart") for n in same[first]["notes"]), same[first]["notes"]
+    assert not any("apart=" in n for n in same[first]["lookups"]), same[first]["lookups"]
     r = predict(MONTAGE, "--envelope", apart)
     assert r.returncode == 2 and "computing between calls (--call-gap-us): give one of idle hosts" in r.stderr
 
