@@ -112,6 +112,12 @@ def sqrt_envelope(hosts=2):
     return EnvelopeSurface().fit([p for p in sqrt_points() if p["hosts"] == hosts or hosts is None])
 
 
+def stat_envelope():
+    """sqrt_envelope with a stat rate: Ts(k) = 1000 k."""
+    return EnvelopeSurface().fit(sqrt_points() + [p for ppn in (1, 2) for h in (1, 2)
+                                                   for p in _pts("Ts", {0: 1000.0 * h * ppn}, h, ppn)])
+
+
 def write_stage(n=10, hosts=2, ppn=2, files=1):
     return Stage(name="w", tasks=n, hosts=hosts, procs_per_host=ppn,
                  write=Write(bytes_per_task=Dist(MiB * files, MiB * files, MiB * files), files_per_task=files,
@@ -494,11 +500,7 @@ def test_stats_are_charged_at_the_stat_rate_when_measured():
     no_ts = predict_stage(st, sqrt_envelope(hosts=None), "refined")
     assert no_ts.meta_s == pytest.approx(4 * 10 / 400, rel=1e-9)       # 10 extra ops at Tm(4) = 400/s
     assert "the envelope has no stat rate (Ts): stats charged as creates (Tm)" in no_ts.notes
-    pts = sqrt_points()
-    for ppn in (1, 2):
-        for h in (1, 2):
-            pts += _pts("Ts", {0: 1000.0 * h * ppn}, h, ppn)
-    p = predict_stage(st, EnvelopeSurface().fit(pts), "refined")
+    p = predict_stage(st, stat_envelope(), "refined")
     assert p.meta_s == pytest.approx(4 * (8 / 4000 + 2 / 400), rel=1e-9)   # 8 stats at Ts(4), 2 opens at Tm(4)
     assert any(n.startswith("Ts@-,k=4") for n in p.lookups)
 
@@ -561,11 +563,7 @@ def test_stat_cache_leaves_the_cached_stats_uncharged():
     st = write_stage(n=4)
     st.metadata = Metadata(ops_per_task=11, creates_per_task=1, opens_per_task=1, stats_per_task=8,
                            stats_cached_fraction=0.75)
-    pts = sqrt_points()
-    for ppn in (1, 2):
-        for h in (1, 2):
-            pts += _pts("Ts", {0: 1000.0 * h * ppn}, h, ppn)
-    surf = EnvelopeSurface().fit(pts)
+    surf = stat_envelope()
     assert predict_stage(st, surf, "refined").meta_s == pytest.approx(4 * (2 / 4000 + 2 / 400), rel=1e-9)
     off = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"stat_cache"})
     assert off.meta_s == pytest.approx(4 * (8 / 4000 + 2 / 400), rel=1e-9)
@@ -578,11 +576,7 @@ def test_failed_lookups_are_charged_as_stats():
     ~0.19 ms each) is a request to gfmd: 3 per task at Ts, at Tm without a stat rate, nothing when turned off."""
     st = write_stage(n=4)
     st.metadata = Metadata(ops_per_task=1, creates_per_task=1, opens_per_task=1, failed_per_task=3)
-    pts = sqrt_points()
-    for ppn in (1, 2):
-        for h in (1, 2):
-            pts += _pts("Ts", {0: 1000.0 * h * ppn}, h, ppn)
-    surf = EnvelopeSurface().fit(pts)
+    surf = stat_envelope()
     p = predict_stage(st, surf, "refined")
     assert p.meta_s == pytest.approx(4 * 3 / 4000, rel=1e-9)
     assert "failed lookups: 3 per task (names not found), each a metadata request" in p.notes
