@@ -43,7 +43,7 @@ class Parsed:
         self.proc = None            # tuple in logformat._PROC_FIELDS order
         self.strings = {}           # name -> str (argv: list of str)
         self.mounts = []
-        self.files = []             # (fid, flags, path, values[49]: 29 counters, 10 read bins, 10 write bins)
+        self.files = []             # (fid, flags, path, values[50]: 30 counters, 10 read bins, 10 write bins)
         self.ops = []               # (count, bytes) per OPS record: packed 48-byte little-endian op records
 
 

@@ -617,7 +617,7 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
 
 
 class LogRows:
-    """One log, reduced to what ingest stores: process dict, files as (fid, flags, path, 49 values), op chunks as
+    """One log, reduced to what ingest stores: process dict, files as (fid, flags, path, 50 values), op chunks as
     (count, packed little-endian bytes), complete flag, error text."""
     __slots__ = ("proc", "files", "ops", "complete", "error")
 

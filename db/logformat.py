@@ -1,4 +1,4 @@
-"""Reader of mtcprof shim logs (format versions 1 and 2, see preload/FORMAT.md; the shim writes 2).
+"""Reader of mtcprof shim logs (format versions 1 to 3, see preload/FORMAT.md; the shim writes 3).
 
     log = read_log(path)          # -> MtcLog; never raises for truncation/corruption when strict=False
     log.process                   # dict: pid, ppid, host, task, argv, start_ns, end_ns, gfarm_mounts, ...
@@ -17,15 +17,15 @@ import stat
 import struct
 from collections.abc import Iterator
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 MAGIC = b"MTCPLOG\0"
 HEADER_SIZE = 32
 BOM = 0x01020304
 
 R_PROC, R_STR, R_FILE, R_OPS, R_DIR, R_END = 1, 2, 3, 4, 5, 15
 RECORD_NAMES = {R_PROC: "process", R_STR: "string", R_FILE: "file", R_OPS: "ops", R_DIR: "dir", R_END: "end"}
-FILE2_HEAD = 32          # v2 FILE record: fixed part before the values
+FILE2_HEAD = 32          # v2 and v3 FILE record: fixed part before the values
 
 STR_KEYS = {1: "host", 2: "run", 3: "task", 4: "stage", 5: "exe", 6: "argv", 7: "cwd", 8: "gfarm_mounts",
             9: "log_dir", 10: "include", 11: "exclude", 12: "shim_version", 13: "argv_truncated"}
@@ -35,7 +35,8 @@ ORIGIN = {0: "exec", 1: "fork"}
 COUNTERS = ("opens", "creates", "closes", "reads", "writes", "bytes_read", "bytes_written", "seeks",
             "read_discont", "write_discont", "max_offset", "stats", "fsyncs", "unlinks", "renames",
             "mkdirs", "rmdirs", "truncates", "mmaps", "mmap_bytes", "dups", "errors",
-            "t_open_ns", "t_read_ns", "t_write_ns", "t_close_ns", "t_meta_ns", "first_open_ns", "last_close_ns")
+            "t_open_ns", "t_read_ns", "t_write_ns", "t_close_ns", "t_meta_ns", "first_open_ns", "last_close_ns",
+            "seeks_end")     # version 3 added seeks_end (a version-2 FILE record has the first 29)
 NBINS = 10
 HIST_BINS = ("0-100", "100-1K", "1K-10K", "10K-100K", "100K-1M", "1M-4M", "4M-10M", "10M-100M", "100M-1G", "1G+")
 HIST_EDGES = (0, 100, 1024, 10240, 102400, 1048576, 4194304, 10485760, 104857600, 1073741824)
@@ -336,7 +337,7 @@ _FIRST, _LAST = COUNTERS.index("first_open_ns"), COUNTERS.index("last_close_ns")
 
 
 def _file_v2(buf, p: int, length: int, bo: str, dirs: dict, start_ns: int, path) -> dict:
-    """A version-2 FILE record; its two timestamps are stored relative to the PROC record's start_ns."""
+    """A version-2 or -3 FILE record; its two timestamps are stored relative to the PROC record's start_ns."""
     fid, flags, nlen, did, nc, nb, _r, mask, wide = struct.unpack_from(bo + "IHHIBBHQQ", buf, p)
     nslots = nc + 2 * nb
     if nslots > 64 or mask >> nslots or wide & ~mask:

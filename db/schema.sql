@@ -1,5 +1,5 @@
 -- mtcio SQLite store: the one contract between the shim (via ingest), the envelope harness and the predictor.
--- Current schema version: 3 (PRAGMA user_version). db/store.py applies this file to a new db and the migrations
+-- Current schema version: 4 (PRAGMA user_version). db/store.py applies this file to a new db and the migrations
 -- in store.MIGRATIONS to an older one. Every statement here is idempotent (IF NOT EXISTS).
 -- Conventions: times are CLOCK_REALTIME ns (INTEGER, *_ns) or Unix seconds (REAL: created, measured_at,
 -- resolved_at); sizes in bytes; JSON columns hold UTF-8 JSON text; booleans are 0/1.
@@ -142,6 +142,7 @@ CREATE TABLE IF NOT EXISTS file_access (
     hr5 INTEGER, hr6 INTEGER, hr7 INTEGER, hr8 INTEGER, hr9 INTEGER,
     hw0 INTEGER, hw1 INTEGER, hw2 INTEGER, hw3 INTEGER, hw4 INTEGER,
     hw5 INTEGER, hw6 INTEGER, hw7 INTEGER, hw8 INTEGER, hw9 INTEGER,
+    seeks_end     INTEGER DEFAULT 0,     -- seeks to the end (log format 3; 0 from older logs); last: added by ALTER
     PRIMARY KEY (process_id, fid)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS file_access_file ON file_access (file_id);

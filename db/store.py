@@ -18,7 +18,7 @@ import time
 from importlib import resources
 from typing import Any, Callable, Iterable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700     # traces reveal users' paths and argv: new dbs and outputs are private
 
 
@@ -116,7 +116,14 @@ def _v2_to_v3(conn: sqlite3.Connection) -> None:
     conn.executescript(schema_sql())
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3]
+def _v3_to_v4(conn: sqlite3.Connection) -> None:
+    """Version 4 adds file_access.seeks_end (log format 3), 0 for the rows ingested before (a db migrated from
+    version 1 got the table from this schema.sql already)."""
+    if not any(r[1] == "seeks_end" for r in conn.execute("PRAGMA table_info(file_access)")):
+        conn.execute("ALTER TABLE file_access ADD COLUMN seeks_end INTEGER DEFAULT 0")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3, _v3_to_v4]
 assert len(MIGRATIONS) == SCHEMA_VERSION - 1
 
 

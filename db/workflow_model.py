@@ -64,6 +64,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           stats_per_task: FLOAT?
           stats_cached_fraction: FLOAT in [0,1]?   # of the stats, the share the client's attribute cache served
           failed_per_task: FLOAT?            # calls on the stage's files that failed (a name not found)
+          seeks_end_per_task: FLOAT?         # seeks to a file's end (on gfarm2fs each asks for the size)
         measured:                      # what the trace saw (for validation); all optional
           span_s: FLOAT?                     # first task start to last task end
           io_s_mean: FLOAT?                  # per task time inside I/O calls
@@ -158,6 +159,7 @@ class Metadata:
     stats_per_task: float | None = None
     stats_cached_fraction: float | None = None
     failed_per_task: float | None = None
+    seeks_end_per_task: float | None = None
 
 
 @dataclass

@@ -16,7 +16,7 @@ from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
-               "cpu_load", "call_gap", "failed_lookups")
+               "cpu_load", "call_gap", "failed_lookups", "seeks_end")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -418,17 +418,22 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         cached = (md.stats_per_task or 0.0) * ((md.stats_cached_fraction or 0.0) if "stat_cache" in on else 0.0)
         stats = (md.stats_per_task or 0.0) - cached
         lookups = max(0.0, (md.ops_per_task or 0.0) - data_opens - cached)
-        # a name looked up and not found (cfitsio stats its output before creating it) is a request too
+        # a name looked up and not found (cfitsio stats its output before creating it) is a request too, and so is
+        # a seek to a file's end on gfarm2fs (the size asked of the daemon: cfitsio's, after each re-open)
         failed = (md.failed_per_task or 0.0) if "failed_lookups" in on else 0.0
-        extra = lookups + failed + max(0.0, md.creates_per_task - ops.get("write", 0.0))
+        ends = (md.seeks_end_per_task or 0.0) if "seeks_end" in on else 0.0
+        extra = lookups + failed + ends + max(0.0, md.creates_per_task - ops.get("write", 0.0))
         if extra > 0:
             ops["meta"], size["meta"] = extra, 0
             if "Ts" in surface.metrics():
-                n_stat = min(lookups, stats) + failed
-            elif md.stats_per_task or failed:
+                n_stat = min(lookups, stats) + failed + ends
+            elif md.stats_per_task or failed or ends:
                 notes.append("the envelope has no stat rate (Ts): stats charged as creates (Tm)")
         if failed:
             notes.append(f"failed lookups: {failed:.3g} per task (names not found), each a metadata request")
+        if ends:
+            notes.append(f"seeks to the end: {ends:.3g} per task (the size asked of the file system), each a "
+                         f"metadata request")
     ops = {t: n for t, n in ops.items() if n > 0}
     envs = {t: (env.at_calls(calls[t], metric=TERM_METRIC[t]) if "call_size" in on else env) for t in ops}
     spread = _size_points(stage, size, reopen) if "size_spread" in on else {}

@@ -1,11 +1,11 @@
-/* mtcprof log format, version 2 — the binary layout shared by the shim (writer) and db/logformat.py (reader).
+/* mtcprof log format, version 3 — the binary layout shared by the shim (writer) and db/logformat.py (reader).
  * See FORMAT.md.  Everything is in the writer's native byte order; the header's byte-order mark tells which. */
 #ifndef MTCPROF_H
 #define MTCPROF_H
 #include <stdint.h>
 
 #define MTC_MAGIC "MTCPLOG"         /* 8 bytes with the NUL */
-#define MTC_VERSION 2
+#define MTC_VERSION 3
 #define MTC_BOM 0x01020304u
 
 enum mtc_rec_type { R_PROC = 1, R_STR = 2, R_FILE = 3, R_OPS = 4, R_DIR = 5, R_END = 15 };
@@ -22,7 +22,7 @@ enum mtc_counter {
     C_OPENS, C_CREATES, C_CLOSES, C_READS, C_WRITES, C_BYTES_READ, C_BYTES_WRITTEN, C_SEEKS,
     C_READ_DISCONT, C_WRITE_DISCONT, C_MAX_OFFSET, C_STATS, C_FSYNCS, C_UNLINKS, C_RENAMES,
     C_MKDIRS, C_RMDIRS, C_TRUNCATES, C_MMAPS, C_MMAP_BYTES, C_DUPS, C_ERRORS,
-    C_T_OPEN, C_T_READ, C_T_WRITE, C_T_CLOSE, C_T_META, C_FIRST_OPEN, C_LAST_CLOSE,
+    C_T_OPEN, C_T_READ, C_T_WRITE, C_T_CLOSE, C_T_META, C_FIRST_OPEN, C_LAST_CLOSE, C_SEEKS_END,
     NCOUNTERS
 };
 #define NBINS 10

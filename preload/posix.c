@@ -390,7 +390,10 @@ SENDFILE_WRAP(sendfile64, off64_t)
         if (r >= 0) {                                                                                          \
             __atomic_store_n(&o->pos, (int64_t)r, __ATOMIC_RELAXED);                                           \
             CADD(o->f, C_SEEKS, 1);                                                                         \
+            if (wh == SEEK_END || wh == SEEK_DATA || wh == SEEK_HOLE)                                          \
+                CADD(o->f, C_SEEKS_END, 1);                                                                 \
         } else CADD(o->f, C_ERRORS, 1);                                                                     \
+        CADD(o->f, C_T_META, t1 - t0);  /* on FUSE a SEEK_END asks the daemon for the size */              \
         if (UNLIKELY(g_trace)) trace(OP_SEEK, 0, o->f, r, 0, t0, t1, r < 0 ? saved_errno_ : 0);                \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \

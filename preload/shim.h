@@ -53,7 +53,7 @@
 /* the counter helpers below fold to a few instructions once their counter is a constant: always inlined (left to
  * itself GCC calls rec_rw and CADD out of line, ~20 instructions per counter instead of ~3) */
 #define HOT static inline __attribute__((always_inline))
-#define SHIM_VERSION "mtcprof-shim 1.1 (log format 2)"
+#define SHIM_VERSION "mtcprof-shim 1.2 (log format 3)"
 
 #pragma GCC visibility push(hidden)
 
@@ -105,9 +105,9 @@ static const signed char g_cmap[NCOUNTERS] = {
     [C_UNLINKS] = ~4, [C_RENAMES] = ~5, [C_MKDIRS] = ~6, [C_RMDIRS] = ~7, [C_TRUNCATES] = ~8, [C_MMAPS] = ~9,
     [C_MMAP_BYTES] = ~10, [C_DUPS] = ~11, [C_ERRORS] = H_ERRORS, [C_T_OPEN] = H_T_OPEN, [C_T_READ] = H_T_READ,
     [C_T_WRITE] = H_T_WRITE, [C_T_CLOSE] = H_T_CLOSE, [C_T_META] = H_T_META, [C_FIRST_OPEN] = WIDE + W_FIRST_OPEN,
-    [C_LAST_CLOSE] = WIDE + W_LAST_CLOSE,
+    [C_LAST_CLOSE] = WIDE + W_LAST_CLOSE, [C_SEEKS_END] = ~12,
 };
-_Static_assert(NCOLD == 12, "cold counter count matches g_cmap");
+_Static_assert(NCOLD == 13, "cold counter count matches g_cmap");
 struct ofd {                          /* one open file description (shared by dup'd fds) */
     struct frec *f;
     int64_t pos;                      /* our idea of the file offset; -1 unknown */

@@ -204,12 +204,14 @@ EXPORT int mtc_fscanf(FILE *fp, const char *f, ...) { va_list ap; va_start(ap, f
 EXPORT int __isoc99_fscanf(FILE *fp, const char *f, ...) { va_list ap; va_start(ap, f); int r = __isoc99_vfscanf(fp, f, ap); va_end(ap); return r; }
 
 /* positioning: stdio seeks count as seeks and set the logical position */
-static void rec_fseek(FILE *fp, struct ofd *o, int ok, uint64_t t0, uint64_t t1, int err)
+static void rec_fseek(FILE *fp, struct ofd *o, int ok, int wh, uint64_t t0, uint64_t t1, int err)
 {
     if (ok) {
         __atomic_store_n(&o->pos, fp_tell(fp), __ATOMIC_RELAXED);
         CADD(o->f, C_SEEKS, 1);
+        if (wh == SEEK_END) CADD(o->f, C_SEEKS_END, 1);
     } else CADD(o->f, C_ERRORS, 1);
+    CADD(o->f, C_T_META, t1 - t0);      /* a seek may flush the stream's buffer or ask for the size */
     if (UNLIKELY(g_trace)) trace(OP_SEEK, OF_STDIO, o->f, ok ? o->pos : -1, 0, t0, t1, ok ? 0 : err);
 }
 #define FSEEK_WRAP(name, OFFT)                                                                                 \
@@ -223,7 +225,7 @@ static void rec_fseek(FILE *fp, struct ofd *o, int ok, uint64_t t0, uint64_t t1,
         int r = real_##name(fp, off, wh);                                                                      \
         uint64_t t1 = NOW();                                                                                   \
         SAVE_ERRNO;                                                                                            \
-        rec_fseek(fp, o, r == 0, t0, t1, saved_errno_);                                                        \
+        rec_fseek(fp, o, r == 0, wh, t0, t1, saved_errno_);                                                        \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
     }
@@ -240,7 +242,7 @@ EXPORT void rewind(FILE *fp)
     real_rewind(fp);
     uint64_t t1 = NOW();
     SAVE_ERRNO;
-    rec_fseek(fp, o, 1, t0, t1, 0);
+    rec_fseek(fp, o, 1, SEEK_SET, t0, t1, 0);
     RESTORE_ERRNO;
 }
 /* ftell/ftello/fflush: passed through (counted as nothing); wrapped only so the list in the issue is explicit */

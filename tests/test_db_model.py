@@ -191,13 +191,36 @@ def test_stdio_calls_are_counted_as_the_system_calls_of_their_buffer(tmp_path, c
 
 def test_stats_cached_fraction_counts_stats_under_20_us():
     import pandas as pd
-    cols = ["stats", "unlinks", "renames", "mkdirs", "rmdirs", "truncates", "fsyncs", "t_meta_ns"]
-    df = pd.DataFrame([[4, 0, 0, 0, 0, 0, 0, 4 * 2_000],         # 4 stats at 2 us: the cache
-                       [2, 0, 0, 0, 0, 0, 0, 2 * 150_000],       # 2 at 150 us: gfmd
-                       [2, 1, 0, 0, 0, 0, 0, 10_000]],           # with an unlink: not told apart, not cached
+    cols = ["stats", "unlinks", "renames", "mkdirs", "rmdirs", "truncates", "fsyncs", "seeks", "t_meta_ns"]
+    df = pd.DataFrame([[4, 0, 0, 0, 0, 0, 0, 0, 4 * 2_000],         # 4 stats at 2 us: the cache
+                       [2, 0, 0, 0, 0, 0, 0, 0, 2 * 150_000],       # 2 at 150 us: gfmd
+                       [2, 1, 0, 0, 0, 0, 0, 0, 10_000],            # with an unlink: not told apart, not cached
+                       [2, 0, 0, 0, 0, 0, 0, 4, 4_000 + 4 * 9_000],  # and 4 seeks at 9 us: the cache
+                       [2, 0, 0, 0, 0, 0, 0, 1, 4_000 + 500_000]],  # a seek that asked gfarm2fs: not told apart
                       columns=cols)
     assert model._stats_cached(df) == 0.5
     assert model._stats_cached(df.iloc[:0]) is None and model._stats_cached(df.assign(stats=0)) is None
+
+
+def test_seeks_to_the_end_are_counted_per_task(tmp_path, capsys):
+    """cfitsio seeks to the end of a FITS file after it re-opens it; on gfarm2fs that asks for the file's size. Two
+    tasks, each reading a file with two seeks to its end (and one to its start, not counted): 2.0 per task."""
+    from test_db_ingest import traced
+    d, logs = tmp_path / "d", tmp_path / "logs"
+    d.mkdir(), logs.mkdir()
+    (d / "in").write_bytes(b"x" * 100)
+    py = (f"import os; fd = os.open({str(d / 'in')!r}, os.O_RDONLY)\n"
+          "for wh in (os.SEEK_END, os.SEEK_SET, os.SEEK_END): os.lseek(fd, 0, wh)\n"
+          "os.read(fd, 100); os.close(fd)\n")
+    for t in ("a", "b"):
+        r = traced(logs, [sys.executable, "-c", py], t, "S", "R", MTCPROF_INCLUDE=str(d))
+        assert r.returncode == 0, r.stderr
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
+    out = tmp_path / "wf.yaml"
+    assert run_model(["--db", str(db), "--run", "R", "-o", str(out)], capsys)[0] == 0
+    md = wm.load(str(out)).stage("S").metadata
+    assert (md.seeks_end_per_task, md.stats_per_task, md.failed_per_task) == (2.0, 0.0, 0.0)
 
 
 def test_failed_lookups_are_counted_per_task(tmp_path, capsys):

@@ -57,6 +57,21 @@ def test_migrate_from_v1_keeps_points(tmp_path):
     assert env[["run", "metric", "value", "tool"]].values.tolist() == [["old-sweep", "Tm", 123.5, "mdtest"]]
 
 
+def test_migrate_from_v3_adds_seeks_end(tmp_path):
+    """A version-3 db (file_access without seeks_end) gains the column, 0 in the rows stored before."""
+    db = tmp_path / "v3.db"
+    store.connect(db).close()
+    c = sqlite3.connect(db)
+    c.execute("INSERT INTO file_access (process_id, fid, file_id, flags, seeks) VALUES (1, 0, 1, 0, 5)")
+    c.execute("ALTER TABLE file_access DROP COLUMN seeks_end")
+    c.execute("PRAGMA user_version = 3")
+    c.commit()
+    c.close()
+    conn = store.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+    assert [tuple(r) for r in conn.execute("SELECT seeks, seeks_end FROM file_access")] == [(5, 0)]
+
+
 def test_newer_db_refused(tmp_path):
     db = tmp_path / "new.db"
     store.connect(db).close()

@@ -587,6 +587,23 @@ def test_failed_lookups_are_charged_as_stats():
     assert no_ts.meta_s == pytest.approx(4 * 3 / 400, rel=1e-9)
 
 
+def test_seeks_to_the_end_are_charged_as_stats():
+    """A seek to a file's end asks gfarm2fs for its size (cfitsio's, after each re-open: 0.5-0.8 ms each on the
+    testbed): 2 per task at Ts beside 1 failed lookup, at Tm without a stat rate, nothing when turned off."""
+    st = write_stage(n=4)
+    st.metadata = Metadata(ops_per_task=1, creates_per_task=1, opens_per_task=1, failed_per_task=1,
+                           seeks_end_per_task=2)
+    surf = stat_envelope()
+    p = predict_stage(st, surf, "refined")
+    assert p.meta_s == pytest.approx(4 * 3 / 4000, rel=1e-9)
+    assert "seeks to the end: 2 per task (the size asked of the file system), each a metadata request" in p.notes
+    off = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"seeks_end"})
+    assert off.meta_s == pytest.approx(4 * 1 / 4000, rel=1e-9) and not any("seeks" in n for n in off.notes)
+    assert off.write_s == p.write_s
+    no_ts = predict_stage(st, sqrt_envelope(hosts=None), "refined")
+    assert no_ts.meta_s == pytest.approx(4 * 3 / 400, rel=1e-9)
+
+
 def test_a_file_written_twice_weighs_twice():
     """mImgtbl writes its 27 KB table, then writes it again: each write of it is an op (a close in the stall
     band each), weighted by rewrite_factor at every size point."""

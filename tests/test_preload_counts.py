@@ -37,6 +37,23 @@ EXPECTED = {
 HIST = {"A": ([4, 1], [2, 3]), "B": ([3, 1], [6, 0]), "C": ([1, 0], [1, 0]), "E": ([0, 0], [2, 0]), "F": ([0, 0], [1, 0])}
 
 
+def test_seeks_to_the_end_counted_and_seek_time_in_meta(tmp_path):
+    """seeks_end counts the seeks that need the file's size or layout (lseek SEEK_END/SEEK_DATA, fseek SEEK_END):
+    on gfarm2fs each is a request to the daemon. A seek's time is in t_meta_ns (neither file is stat'ed or synced,
+    so all of it is the seeks'); a failed lseek is an error, not a seek."""
+    d, logdir = tmp_path / "data", tmp_path / "logs"
+    d.mkdir(), logdir.mkdir()
+    r = run([prog("seeks"), str(d)], str(logdir))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
+    (log,) = logs(str(logdir))
+    byname = {os.path.relpath(f["path"], d): f for f in log.files}
+    assert nonzero(byname["S"]) == dict(opens=1, creates=1, closes=1, writes=1, bytes_written=10, max_offset=10,
+                                        seeks=4, seeks_end=2, errors=1)
+    assert nonzero(byname["T"]) == dict(opens=1, creates=1, closes=1, writes=1, bytes_written=6, max_offset=6,
+                                        seeks=3, seeks_end=1)
+    assert byname["S"]["t_meta_ns"] > 0 and byname["T"]["t_meta_ns"] > 0
+
+
 def test_scripted_exact_counts(tmp_path):
     d, log = _run_scripted(tmp_path)
     byname = {os.path.relpath(f["path"], d) if f["path"] != d else "": f for f in log.files}

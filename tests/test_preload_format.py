@@ -27,9 +27,9 @@ def good_log(tmp_path_factory):
 
 def test_header_and_records(good_log):
     assert good_log[:8] == b"MTCPLOG\0"
-    assert struct.unpack_from("<HHI", good_log, 8) == (2, 32, 0x01020304)
+    assert struct.unpack_from("<HHI", good_log, 8) == (3, 32, 0x01020304)
     log = parse(good_log, strict=True)
-    assert log.complete and log.version == 2 and len(log.files) == 10 and len(log.ops) > 50
+    assert log.complete and log.version == 3 and len(log.files) == 10 and len(log.ops) > 50
 
 
 def test_every_truncation_is_detected_and_prefix_readable(good_log):
@@ -114,28 +114,32 @@ def test_cli_help_and_exit_status(tmp_path):
     assert r.returncode == 2 and "no command" in r.stderr
 
 
-def test_v1_logs_still_read(tmp_path):
-    """A log from the version-1 shim (fixture: the scripted program, run in /tmp/v1/d) reads with the same counters
-    as today's version-2 log of the same program; ingest's fast reader declines v1 and ingest falls back."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_logs_still_read(tmp_path, version):
+    """Logs of the version-1 and version-2 shims (fixtures: the scripted program, run in /tmp/vN/d) read with the
+    same counters as today's version-3 log of the same program, less seeks_end (which they lack; the program
+    seeks to no end); ingest's fast reader declines them and ingest falls back."""
     from mtcio.db import fastlog
-    v1 = read_log(os.path.join(os.path.dirname(__file__), "fixtures", "shim", "scripted-v1.mtclog"), strict=True)
-    assert v1.version == 1 and v1.process["task"] == "v1" and len(v1.files) == 10
-    assert fastlog.parse(open(v1.path, "rb").read()) is None
+    old = read_log(os.path.join(os.path.dirname(__file__), "fixtures", "shim", f"scripted-v{version}.mtclog"),
+                   strict=True)
+    assert old.version == version and old.process["task"] == f"v{version}" and len(old.files) == 10
+    assert all("seeks_end" not in f for f in old.files)
+    assert fastlog.parse(open(old.path, "rb").read()) is None
     d, logdir = tmp_path / "d", tmp_path / "logs"
     d.mkdir(), logdir.mkdir()
     assert run([prog("scripted"), str(d)], str(logdir)).returncode == 0
     (p,) = log_paths(str(logdir))
-    v2 = read_log(p, strict=True)
-    assert v2.version == 2
+    now = read_log(p, strict=True)
+    assert now.version == 3 and all(f["seeks_end"] == 0 for f in now.files)
 
     def counts(log, root):
-        return {f["path"].replace(root, "D"): {k: v for k, v in f.items()
-                                               if k not in ("id", "path") and not k.startswith("t_") and not k.endswith("_ns")}
+        return {f["path"].replace(root, "D"): {k: v for k, v in f.items() if k not in ("id", "path", "seeks_end")
+                                               and not k.startswith("t_") and not k.endswith("_ns")}
                 for f in log.files}
-    assert counts(v1, "/tmp/v1/d") == counts(v2, str(d))
-    for f in v2.files:   # timestamps are absolute again after decoding
+    assert counts(old, f"/tmp/v{version}/d") == counts(now, str(d))
+    for f in now.files:   # timestamps are absolute again after decoding
         if f["first_open_ns"]:
-            assert v2.process["start_ns"] <= f["first_open_ns"] <= f["last_close_ns"] <= v2.process["end_ns"]
+            assert now.process["start_ns"] <= f["first_open_ns"] <= f["last_close_ns"] <= now.process["end_ns"]
 
 
 def test_many_files_count_in_process_record(tmp_path):
