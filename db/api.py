@@ -437,8 +437,8 @@ class Store:
 
 
 _SUM_COLS = ("opens", "creates", "closes", "reads", "writes", "bytes_read", "bytes_written", "seeks", "seeks_end",
-             "read_discont", "write_discont", "stats", "fsyncs", "unlinks", "renames", "mkdirs", "rmdirs", "truncates", "mmaps",
-             "mmap_bytes", "dups", "errors", "t_open_ns", "t_read_ns", "t_write_ns", "t_close_ns", "t_meta_ns")
+             "read_discont", "write_discont", "stats", "fsyncs", "unlinks", "renames", "mkdirs", "rmdirs", "truncates",
+             "mmaps", "mmap_bytes", "dups", "errors", "t_open_ns", "t_read_ns", "t_write_ns", "t_close_ns", "t_meta_ns")
 META_COLS = ("opens", "creates", "stats", "unlinks", "renames", "mkdirs", "rmdirs", "truncates", "fsyncs")
 # operations that are a metadata-server request on Gfarm (creates are opens too, so not added twice)
 _META_OPS = ("opens", "stats", "unlinks", "renames", "mkdirs", "rmdirs", "truncates")

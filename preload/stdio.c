@@ -225,7 +225,7 @@ static void rec_fseek(FILE *fp, struct ofd *o, int ok, int wh, uint64_t t0, uint
         int r = real_##name(fp, off, wh);                                                                      \
         uint64_t t1 = NOW();                                                                                   \
         SAVE_ERRNO;                                                                                            \
-        rec_fseek(fp, o, r == 0, wh, t0, t1, saved_errno_);                                                        \
+        rec_fseek(fp, o, r == 0, wh, t0, t1, saved_errno_);                                                    \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
     }

@@ -202,16 +202,11 @@ def test_stats_cached_fraction_counts_stats_under_20_us():
     assert model._stats_cached(df.iloc[:0]) is None and model._stats_cached(df.assign(stats=0)) is None
 
 
-def test_seeks_to_the_end_are_counted_per_task(tmp_path, capsys):
-    """cfitsio seeks to the end of a FITS file after it re-opens it; on gfarm2fs that asks for the file's size. Two
-    tasks, each reading a file with two seeks to its end (and one to its start, not counted): 2.0 per task."""
+def two_tasks_metadata(tmp_path, capsys, d, py):
+    """The model's metadata of stage S after two traced tasks ran `py` (paths under d recorded)."""
     from test_db_ingest import traced
-    d, logs = tmp_path / "d", tmp_path / "logs"
-    d.mkdir(), logs.mkdir()
-    (d / "in").write_bytes(b"x" * 100)
-    py = (f"import os; fd = os.open({str(d / 'in')!r}, os.O_RDONLY)\n"
-          "for wh in (os.SEEK_END, os.SEEK_SET, os.SEEK_END): os.lseek(fd, 0, wh)\n"
-          "os.read(fd, 100); os.close(fd)\n")
+    logs = tmp_path / "logs"
+    logs.mkdir()
     for t in ("a", "b"):
         r = traced(logs, [sys.executable, "-c", py], t, "S", "R", MTCPROF_INCLUDE=str(d))
         assert r.returncode == 0, r.stderr
@@ -219,28 +214,32 @@ def test_seeks_to_the_end_are_counted_per_task(tmp_path, capsys):
     ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
     out = tmp_path / "wf.yaml"
     assert run_model(["--db", str(db), "--run", "R", "-o", str(out)], capsys)[0] == 0
-    md = wm.load(str(out)).stage("S").metadata
+    return wm.load(str(out)).stage("S").metadata
+
+
+def test_seeks_to_the_end_are_counted_per_task(tmp_path, capsys):
+    """cfitsio seeks to the end of a FITS file after it re-opens it; on gfarm2fs that asks for the file's size. Two
+    tasks, each reading a file with two seeks to its end (and one to its start, not counted): 2.0 per task."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "in").write_bytes(b"x" * 100)
+    py = (f"import os; fd = os.open({str(d / 'in')!r}, os.O_RDONLY)\n"
+          "for wh in (os.SEEK_END, os.SEEK_SET, os.SEEK_END): os.lseek(fd, 0, wh)\n"
+          "os.read(fd, 100); os.close(fd)\n")
+    md = two_tasks_metadata(tmp_path, capsys, d, py)
     assert (md.seeks_end_per_task, md.stats_per_task, md.failed_per_task) == (2.0, 0.0, 0.0)
 
 
 def test_failed_lookups_are_counted_per_task(tmp_path, capsys):
     """Names looked up and not found are requests to the metadata server too: a stat and an open of missing names,
     then a write of a file that exists afterwards; two tasks, 2 failures each."""
-    from test_db_ingest import traced
-    d, logs = tmp_path / "d", tmp_path / "logs"
-    d.mkdir(), logs.mkdir()
+    d = tmp_path / "d"
+    d.mkdir()
     py = (f"import os; os.chdir({str(d)!r})\n"
           "for call in (lambda: os.stat('nope1'), lambda: os.open('nope2', os.O_RDONLY)):\n"
           "    try: call()\n"
           "    except FileNotFoundError: pass\n"
           "fd = os.open('out' + os.environ['MTCPROF_TASK'], os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b'x'); "
           "os.close(fd)\n")
-    for t in ("a", "b"):
-        r = traced(logs, [sys.executable, "-c", py], t, "S", "R", MTCPROF_INCLUDE=str(d))
-        assert r.returncode == 0, r.stderr
-    db = tmp_path / "x.db"
-    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
-    out = tmp_path / "wf.yaml"
-    assert run_model(["--db", str(db), "--run", "R", "-o", str(out)], capsys)[0] == 0
-    md = wm.load(str(out)).stage("S").metadata
+    md = two_tasks_metadata(tmp_path, capsys, d, py)
     assert (md.failed_per_task, md.stats_per_task, md.creates_per_task) == (2.0, 0.0, 1.0)
