@@ -131,14 +131,17 @@ class _Env:
         """The rate whose time per op is min(1, share) of the way from 1/v to the twin's (v itself when
         slower_only and the twin is faster)."""
         w = min(1.0, share)
-        lk = twin.value(metric, size, k, self.hosts, clamp_small=self.clamp)
+        lk = self._look(twin, metric, size, k)
         if slower_only and lk.value >= v:
             return v                  # not taken, so not listed among the look-ups
         self._record(twin, metric, size, k, tag, lk)
         return 1.0 / ((1.0 - w) / v + w / lk.value)
 
+    def _look(self, s, metric, size, k):
+        return s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
+
     def _get(self, s, metric, size, k, tag):
-        lk = s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
+        lk = self._look(s, metric, size, k)
         self._record(s, metric, size, k, tag, lk)
         return lk.value
 
