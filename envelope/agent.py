@@ -69,8 +69,10 @@ class Agent:
         self._errtail = []
         t = threading.Thread(target=self._drain_stderr, args=(self.proc,), daemon=True)
         t.start()
+        # Each command's stderr goes to a file unlinked at once (fd 4 writes, fd 5 reads on from
+        # where the last command's ended): nothing is left behind however the shell ends.
         self._send('E=$(mktemp "${TMPDIR:-/tmp}/mtcagent.XXXXXX") || exit 1; '
-                   'trap \'rm -f "$E"\' EXIT; echo "@@ready $(hostname)"')
+                   'exec 4>"$E" 5<"$E"; rm -f "$E"; echo "@@ready $(hostname)"')
         deadline = time.monotonic() + self.start_timeout
         line = self._readline(deadline)
         if line is None or not line.startswith("@@ready"):
@@ -154,8 +156,8 @@ class Agent:
         self.start()
         self._n += 1
         cmd = f"( {argv} )" if isinstance(argv, str) else shlex.join(argv)
-        self._send(f'{cmd} </dev/null 2>"$E"; echo "@@rc {self._n} $?"; '
-                   f'sed \'s/^/@@e /\' "$E"; echo "@@end {self._n}"')
+        self._send(f'{cmd} </dev/null 2>&4 4>&- 5<&-; echo "@@rc {self._n} $?"; '
+                   f'sed \'s/^/@@e /\' <&5; echo "@@end {self._n}"')
         self._t0 = time.monotonic()
         self._out: list[str] = []
         self._err: list[str] = []
