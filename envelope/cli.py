@@ -80,7 +80,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     m = sub.add_parser("measure", help="run an envelope sweep and store its points",
-                       description="Measure Tm, T1L/B1L, T1R/B1R, TN/BN, TL/BL for every file "
+                       description="Measure Tm, Ts, Tf, T1L/B1L, T1R/B1R, TN/BN, TL/BL for every file "
                        "size x processes per host x host count, each point until its 90% "
                        "interval is within --precision of its mean (at least --repeat times), "
                        "with the native engine (or an external tool) on every host at once.",

@@ -28,7 +28,7 @@ ENGINE = ENGINE_DIR / "build" / "mtcengine"
 COLUMNS = ["rank", "i", "op", "path", "bytes", "t_start_ns", "t_end_ns", "ok", "errno", "error"]
 
 # which engine op measures a metric
-OP_OF = {"Tm": "create", "Ts": "stat", "TL": "write", "BL": "write"} | {
+OP_OF = {"Tm": "create", "Ts": "stat", "Tf": "fstat", "TL": "write", "BL": "write"} | {
     m: "read" for m in ("T1L", "B1L", "T1R", "B1R", "TN", "BN")}
 
 EXIT_OK, EXIT_FAILED_OPS, EXIT_USAGE, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -100,8 +100,8 @@ def engine_argv(op: str, *, path: str | None = None, file_list: str | None = Non
                 exe: str | os.PathLike | None = None) -> list[str]:
     """argv of one engine run. ``path`` may hold {rank}, {lrank}, {i}, {host}; a path without
     placeholders makes every process use the same file (N-to-1)."""
-    if op not in ("create", "write", "read", "stat"):
-        raise ValueError(f"op must be create, write, read or stat, not {op!r}")
+    if op not in ("create", "write", "read", "stat", "fstat"):
+        raise ValueError(f"op must be create, write, read, stat or fstat, not {op!r}")
     if (path is None) == (file_list is None):
         raise ValueError("give exactly one of path and file_list")
     argv = [os.fspath(exe or ENGINE), "--backend", backend, "--op", op, "--procs", str(procs),
@@ -240,11 +240,11 @@ def aggregate(runs_or_records: Iterable[EngineRun | OpRecord]) -> Aggregate:
 
 
 def measured_together(metric: str) -> list[str]:
-    """The metrics one engine run gives with `metric`: Tm or Ts alone, a throughput metric with its bandwidth
+    """The metrics one engine run gives with `metric`: Tm, Ts or Tf alone, a throughput metric with its bandwidth
     twin (T1L -> [T1L, B1L], B1L -> [T1L, B1L])."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}")
-    if metric in ("Tm", "Ts"):
+    if metric in ("Tm", "Ts", "Tf"):
         return [metric]
     t = metric if metric in PAIRS else {b: t for t, b in PAIRS.items()}[metric]
     return [t, PAIRS[t]]
@@ -253,7 +253,7 @@ def measured_together(metric: str) -> list[str]:
 def points_from_runs(metric: str, runs: Sequence[EngineRun], *, file_size: int,
                      procs_per_host: int, hosts: int, repeat: int,
                      config: dict[str, Any] | None = None) -> list[Point]:
-    """The point(s) of one measurement: Tm or Ts alone, or a throughput metric with its bandwidth
+    """The point(s) of one measurement: Tm, Ts or Tf alone, or a throughput metric with its bandwidth
     twin (T1L -> T1L + B1L ...). Any failed op makes the measurement a failed point whose
     error names the reasons (the orchestrator records it and goes on)."""
     metrics = measured_together(metric)

@@ -173,7 +173,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
                      math.isfinite(ci["rel_halfwidth"]) else "",
                      "ops": sum(ops) if all(isinstance(o, int) for o in ops) else ""})
     out = pd.DataFrame(rows)
-    order = {m: i for i, m in enumerate(["Tm", "Ts", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"])}
+    order = {m: i for i, m in enumerate(["Tm", "Ts", "Tf", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"])}
     if not out.empty:
         out = out.sort_values(["metric", "file_size", "hosts", "ppn"],
                               key=lambda c: c.map(order) if c.name == "metric" else c)

@@ -11,6 +11,11 @@ For each host count h, file size S, processes per host P and repeat r (DESIGN.md
   batched call) then checks that each file's only replica is on the writer's host;
 * T1L/B1L: each host's processes read the files its host just wrote (another process wrote
   them; the replica on the reader's host, checked above);
+* Tf  (with T1L, at the smallest size): the same processes then open each of those files, read
+  one call, close, open it again and fstat it; only the fstat is timed. A read through FUSE
+  leaves the kernel's cached attributes stale (the atime), so this fstat asks gfarm2fs, as
+  glibc's fseek to the end does when cfitsio re-opens a file it read (~0.45 ms on the testbed,
+  ~2 us with the attributes cached);
 * T1R/B1R: host j reads the files host (j+1) mod h wrote (replica elsewhere, checked above);
 * TN/BN: every process reads one shared file written once per size by the first host;
 * before each read run no cache may serve the inputs: on the testbed (one kernel, root) every
@@ -57,7 +62,7 @@ DEFAULT_PROCS = [1, 2, 4, 8]
 TESTBED_LAUNCHER_DOC = "mtcbed exec {host} --"
 
 # measurement kinds and the metrics they produce
-KIND_METRICS = {"create": ("Tm", "Ts"), "write": ("TL", "BL"), "local": ("T1L", "B1L"),
+KIND_METRICS = {"create": ("Tm", "Ts"), "write": ("TL", "BL"), "local": ("T1L", "B1L", "Tf"),
                 "remote": ("T1R", "B1R"), "shared": ("TN", "BN")}
 KIND_OF = {m: k for k, ms in KIND_METRICS.items() for m in ms}
 DATA_KINDS = ("write", "local", "remote", "shared")
@@ -711,10 +716,19 @@ class Measurer:
             return self.emit(st, metric, [], f"placement: {len(bad)} of {nfiles} inputs are not "
                              f"{st.kind}, e.g. {bad[0]}", cfg, st.size)
         cfg["cache"] = self.drop()
+        path = {h: f"{self.t.prefix(h)}{self.wdir(st.size, st.ppn, st.h, st.rep, src[h])}/f{{lrank}}_{{i}}"
+                for h in hosts}
         runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
-            "read", f"{self.t.prefix(h)}{self.wdir(st.size, st.ppn, st.h, st.rep, src[h])}"
-                    f"/f{{lrank}}_{{i}}", st.ppn, k, st.size, start, j * st.ppn), st.ppn * st.h)
-        return self.emit(st, metric, runs, err, cfg, st.size)
+            "read", path[h], st.ppn, k, st.size, start, j * st.ppn), st.ppn * st.h)
+        pts = self.emit(st, metric, runs, err, cfg, st.size)
+        if st.kind != "local" or "Tf" not in self.sw.metrics or st.size != min(self.sw.sizes):
+            return pts
+        runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
+            "fstat", path[h], st.ppn, k, None, start, j * st.ppn), st.ppn * st.h)
+        cfg = {**cfg, "bytes_per_op": 0, "files": "the T1L run's",
+               "op": "open+read one call+close+open+fstat+close, only the fstat timed"}
+        cfg.pop("cache", None)
+        return pts + self.emit(st, "Tf", runs, err, cfg, 0)
 
     def step_cleanup(self, st: Step) -> None:
         # only this host count's directories: the next host count writes into its own

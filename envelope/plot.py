@@ -18,6 +18,7 @@ from .stats import hmean
 TITLES = {
     "Tm": ("Fig. 5", "create throughput (metadata)"),
     "Ts": ("", "stat throughput (metadata of existing files)"),
+    "Tf": ("", "fstat throughput (files just re-opened after a read)"),
     "T1L": ("Fig. 6", "1-to-1 read throughput, local"),
     "B1L": ("Fig. 7", "1-to-1 read bandwidth, local"),
     "T1R": ("Fig. 8", "1-to-1 read throughput, remote"),
@@ -78,7 +79,7 @@ def plot(db: str, name: str | None, outdir: str) -> list[str]:
             lo = [a[1] - a[2] if not math.isnan(a[1]) else 0 for a in agg]
             hi = [a[3] - a[1] if not math.isnan(a[1]) else 0 for a in agg]
             fails = sum(a[4] for a in agg)
-            label = _size(int(size)) + (f", {key[1]} hosts" if multi_h else "")
+            label = ("any size" if metric == "Tf" else _size(int(size))) + (f", {key[1]} hosts" if multi_h else "")
             if fails:
                 label += f" ({fails} failed)"
             ax.errorbar(xs, mean, yerr=[lo, hi], marker="o", ms=4, capsize=3, lw=1.4,

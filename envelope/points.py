@@ -13,9 +13,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # metric -> unit. Tm and T* are operations per second (open + whole-file read or write +
-# close = one op; for Tm one create; for Ts one stat of an existing file), B* are bytes per second.
+# close = one op; for Tm one create; for Ts one stat of an existing file; for Tf one fstat of a
+# file just opened, after a read of it on that host), B* are bytes per second.
 METRICS: dict[str, str] = {
-    "Tm": "ops/s", "Ts": "ops/s",
+    "Tm": "ops/s", "Ts": "ops/s", "Tf": "ops/s",
     "T1L": "ops/s", "B1L": "bytes/s",
     "T1R": "ops/s", "B1R": "bytes/s",
     "TN": "ops/s", "BN": "bytes/s",

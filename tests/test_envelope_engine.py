@@ -6,6 +6,7 @@ import os
 import resource
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -77,6 +78,35 @@ def test_stat_of_existing_files_and_of_a_missing_one(exe, tmp_path):
     bad = [x for x in r.records if not x.ok]
     assert [(x.rank, x.i) for x in bad] == [(1, 2)] and "stat: No such file or directory" in bad[0].error
 
+
+
+def test_fstat_times_the_fstat_alone(exe, tmp_path):
+    """--op fstat: open, read one call, close, open again, fstat, close; only the fstat is timed. On a FIFO each
+    open waits for the writer, which opens it twice, 0.2 s apart: the op's time and the span leave those waits out."""
+    fifo = tmp_path / "p"
+    os.mkfifo(fifo)
+
+    def writer():
+        for _ in range(2):
+            time.sleep(0.2)
+            fd = os.open(fifo, os.O_WRONLY)
+            os.write(fd, b"x")
+            os.close(fd)
+    t = threading.Thread(target=writer)
+    t.start()
+    t0 = time.monotonic()
+    cp, r = run(exe, "--op", "fstat", "--path", str(fifo))
+    wall = time.monotonic() - t0
+    t.join()
+    assert cp.returncode == 0, cp.stderr
+    assert wall >= 0.4                                           # both opens waited for the writer
+    (x,) = r.records
+    assert x.ok and x.op == "fstat" and x.bytes == 0
+    assert x.t_end_ns - x.t_start_ns < 50_000_000 and float(r.summary["span_s"]) < 0.05
+    pts = eng.points_from_runs("Tf", [r], file_size=0, procs_per_host=1, hosts=1, repeat=0)
+    assert [(p.metric, p.unit, p.ok) for p in pts] == [("Tf", "ops/s", True)]
+    cp, r = run(exe, "--op", "fstat", "--files-per-proc", "2", "--path", str(tmp_path / "none{i}"))
+    assert cp.returncode == 1 and [x.error for x in r.records] == ["open: No such file or directory"] * 2
 
 def test_written_content_is_not_zeros(exe, tmp_path):
     run(exe, "--op", "write", "--size", "1000", "--path", str(tmp_path / "z"))
@@ -231,7 +261,7 @@ def test_gap_spins_between_calls_and_leaves_them_out_of_the_ops(exe, tmp_path):
     (["--op", "read", "--path", "x", "--hogs", "-1"], "--hogs"),
     (["--op", "read", "--path", "x", "--compute-ms", "-5"], "--compute-ms"),
     (["--op", "read", "--path", "x", "--gap-us", "-1"], "--gap-us"),
-    (["--op", "copy", "--path", "x"], "--op: expected create, write, read or stat"),
+    (["--op", "copy", "--path", "x"], "--op: expected create, write, read, stat or fstat"),
     (["--op", "read"], "exactly one of --path"),
     (["--op", "read", "--path", "x", "--file-list", "y"], "exactly one of --path"),
     (["--op", "write", "--path", "x"], "--op write needs --size"),
@@ -337,6 +367,10 @@ def test_gfarm_backend_write_local_read_remote(testbed, exe):
         rr = eng.parse_output(rd.stdout)
         assert rd.returncode == 0, (rd.stdout, rd.stderr)
         assert [x.bytes for x in rr.records] == [size, size] and all(x.ok for x in rr.records)
+        st = testbed.exec(h2, eng.engine_argv("fstat", path=f"{gdir}/f{{rank}}", procs=2, backend="gfarm",
+                                              timeout=60, exe=exe), check=False)
+        assert st.returncode == 0, (st.stdout, st.stderr)
+        assert [(x.op, x.ok) for x in eng.parse_output(st.stdout).records] == [("fstat", True)] * 2
     finally:
         testbed.exec(h1, ["gfrm", "-rf", gdir], check=False)
 

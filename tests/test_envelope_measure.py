@@ -60,7 +60,7 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
                  "--write-compute-ms", "20")
     assert "100.0%" in cp.stderr                  # the progress bar reached the end
     df = load(db, "small")
-    assert set(df["metric"]) == {"Tm", "Ts", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"}
+    assert set(df["metric"]) == {"Tm", "Ts", "Tf", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"}
     assert df["ok"].all(), df.loc[~df["ok"], "error"].tolist()
     assert (df["value"] > 0).all()
     for m in ("T1L", "T1R", "TN", "TL"):          # 2 sizes x 2 concurrencies each
@@ -69,7 +69,7 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
     # what each point rests on: files per process, ops, bytes per op (envelope/README.md)
     for (m, size, ppn), want in {("TL", 1024, 2): (16, 16), ("T1R", 1 << 20, 1): (2, 2),
                                  ("TN", 1024, 2): (1, 16), ("Tm", 0, 1): (16, 16),
-                                 ("Ts", 0, 2): (16, 16)}.items():
+                                 ("Ts", 0, 2): (16, 16), ("Tf", 0, 2): (16, 16)}.items():
         c = df[(df.metric == m) & (df.file_size == size) & (df.procs_per_host == ppn)] \
             .iloc[0].config
         assert (c["files_per_proc"], c["ops_per_proc"]) == want
@@ -81,6 +81,11 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
     assert all("hogs_per_host" not in c for c in df.config)
     ts = df[df.metric == "Ts"]
     assert len(ts) == 2 and ts.iloc[0].config["files"] == "the Tm run's, created on the next host"
+    # Tf at the smallest size only, on T1L's files; each fstat asked gfarm2fs (~2-7 us when the kernel's cached
+    # attributes answer, > 0.2 ms per process when gfarm2fs does)
+    tf = df[df.metric == "Tf"]
+    assert sorted(tf.procs_per_host) == [1, 2] and tf.iloc[0].config["files"] == "the T1L run's"
+    assert all(p.procs_per_host * p.hosts / p.value > 50e-6 for p in tf.itertuples())
     workdir = df["config"].iloc[0]["workdir"]
     try:
         # reads: the harness's own gfwhere check ...

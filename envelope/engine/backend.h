@@ -18,6 +18,7 @@ typedef struct mtc_backend {
     int (*sync)(void *h, char *msg);
     int (*close)(void *h, char *msg);
     int (*stat)(const char *path, char *msg);   /* the file's attributes, nothing else */
+    int (*fstat)(void *h, char *msg);           /* an open file's attributes */
 } mtc_backend;
 
 extern const mtc_backend mtc_backend_posix;

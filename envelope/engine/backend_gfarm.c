@@ -89,8 +89,19 @@ static int g_stat(const char *path, char *msg)
     return 0;
 }
 
+static int g_fstat(void *h, char *msg)
+{
+    struct gfs_stat st;
+    gfarm_error_t e = gfs_pio_stat(h, &st);
+    if (e != GFARM_ERR_NO_ERROR)
+        return gfail(e, "gfs_pio_stat", msg);
+    gfs_stat_free(&st);
+    return 0;
+}
+
 const mtc_backend mtc_backend_gfarm = {
     "gfarm", g_init, g_fini, g_create, g_open_read, g_write, g_read, g_sync, g_close, g_stat,
+    g_fstat,
 };
 
 #else  /* built without libgfarm-dev: the backend exists and says why it cannot run */
@@ -110,6 +121,6 @@ static int g_h(void *h, char *msg) { (void)h; return g_none(msg); }
 static int g_st(const char *p, char *msg) { (void)p; return g_none(msg); }
 
 const mtc_backend mtc_backend_gfarm = {
-    "gfarm", g_none, g_fini, g_path, g_path, g_io, g_rd, g_h, g_h, g_st,
+    "gfarm", g_none, g_fini, g_path, g_path, g_io, g_rd, g_h, g_h, g_st, g_h,
 };
 #endif

@@ -75,6 +75,13 @@ static int p_stat(const char *path, char *msg)
     return stat(path, &st) ? fail(errno, "stat", msg) : 0;
 }
 
+static int p_fstat(void *h, char *msg)
+{
+    struct stat st;
+    return fstat(FD(h), &st) ? fail(errno, "fstat", msg) : 0;
+}
+
 const mtc_backend mtc_backend_posix = {
     "posix", p_init, p_fini, p_create, p_open_read, p_write, p_read, p_sync, p_close, p_stat,
+    p_fstat,
 };

@@ -50,13 +50,13 @@
 #define MAX_PROCS 4096
 #define MAX_PATH 4096
 
-enum op { OP_CREATE, OP_WRITE, OP_READ, OP_STAT };
-static const char *op_names[] = {"create", "write", "read", "stat"};
+enum op { OP_CREATE, OP_WRITE, OP_READ, OP_STAT, OP_FSTAT };
+static const char *op_names[] = {"create", "write", "read", "stat", "fstat"};
 
 /* one operation's outcome, in memory shared with the parent */
 enum { ST_PENDING = 0, ST_RUNNING = 1, ST_DONE = 2 };
 struct rec {
-    int64_t t0, t1, bytes, gap_ns;     /* t1 leaves out gap_ns, the --gap-us spins */
+    int64_t t0, t1, bytes, untimed_ns;   /* t1 leaves out untimed_ns: --gap-us spins, fstat's open+close */
     int32_t state, err;
     char msg[MTC_MSGLEN];
 };
@@ -86,12 +86,14 @@ static int64_t now_ns(void)
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: mtcengine --op create|write|read|stat --path PATTERN|--file-list FILE [options]\n"
+"usage: mtcengine --op create|write|read|stat|fstat --path PATTERN|--file-list FILE [options]\n"
 "  --backend posix|gfarm   I/O interface (default posix; gfarm = libgfarm gfs_pio_*)\n"
 "  --op OP                 create: create+close (writes --size bytes if given);\n"
 "                          write: create+write --size bytes in --block chunks+close;\n"
 "                          read: open+read to EOF+close (--size, if given, must match);\n"
 "                          stat: the attributes of an existing file (stat / gfs_stat)\n"
+"                          fstat: open, read one call, close, open, fstat, close; only\n"
+"                          the fstat is timed (as glibc's fseek to the end after a re-open)\n"
 "  --procs P               worker processes (default 1)\n"
 "  --files-per-proc K      operations per worker (default 1)\n"
 "  --size S, --block B     bytes per file, bytes per call (default 1MiB); k/m/g suffixes\n"
@@ -225,11 +227,28 @@ static int one_op(const char *path, char *buf, struct rec *rc)
     int e;
     int64_t bytes = 0;
     char *msg = rc->msg;
-    rc->gap_ns = 0;
+    rc->untimed_ns = 0;
 
     if (o.op == OP_STAT) {      /* no handle: one lookup of an existing file's attributes */
         rc->bytes = 0;
         return o.be->stat(path, msg);
+    }
+    if (o.op == OP_FSTAT) {     /* open, read, close, open, fstat, close: only the fstat is timed */
+        int64_t t0 = now_ns();
+        size_t got = 0;
+        if ((e = o.be->open_read(path, &h, msg)) || (e = o.be->read(h, buf, (size_t)o.block, &got, msg))
+            || (e = o.be->close(h, msg)) || (e = o.be->open_read(path, &h, msg)))
+            return e;
+        int64_t t1 = now_ns();
+        e = o.be->fstat(h, msg);
+        int64_t t2 = now_ns();
+        char cmsg[MTC_MSGLEN];
+        int ce = o.be->close(h, cmsg);
+        rc->untimed_ns = (t1 - t0) + (now_ns() - t2);
+        rc->bytes = 0;
+        if (!e && ce)
+            memcpy(msg, cmsg, MTC_MSGLEN);
+        return e ? e : ce;
     }
     if (o.op == OP_READ) {
         if ((e = o.be->open_read(path, &h, msg)))
@@ -242,7 +261,7 @@ static int one_op(const char *path, char *buf, struct rec *rc)
                 break;
             bytes += (int64_t)got;
             if (o.size <= 0 || bytes < o.size)     /* none after the last call */
-                rc->gap_ns += gap();
+                rc->untimed_ns += gap();
         }
     } else {
         if ((e = o.be->create(path, &h, msg)))
@@ -254,7 +273,7 @@ static int one_op(const char *path, char *buf, struct rec *rc)
             if (!done) { e = EIO; snprintf(msg, MTC_MSGLEN, "write: wrote 0 bytes"); }
             bytes += (int64_t)done;
             if (bytes < o.size)
-                rc->gap_ns += gap();
+                rc->untimed_ns += gap();
         }
         if (!e && o.fsync)
             e = o.be->sync(h, msg);
@@ -309,14 +328,14 @@ static void worker(int r, int go_r, int ready_w)
         spin_until(now_ns() + (int64_t)o.compute_ms * 1000000);
 
     char path[MAX_PATH];
-    int64_t spun = 0;     /* --gap-us spins so far: the worker's times leave them out, op after op */
+    int64_t spun = 0;     /* untimed ns so far: the worker's times leave them out, op after op */
     for (int i = 0; i < o.files; i++) {
         struct rec *rc = mine + i;
         path_of(r, i, path);
         rc->t0 = now_ns() - spun;
         __atomic_store_n(&rc->state, ST_RUNNING, __ATOMIC_RELEASE);
         rc->err = one_op(path, buf, rc);
-        spun += rc->gap_ns;
+        spun += rc->untimed_ns;
         rc->t1 = now_ns() - spun;
         __atomic_store_n(&rc->state, ST_DONE, __ATOMIC_RELEASE);
         failed |= rc->err != 0;
@@ -396,12 +415,13 @@ int main(int argc, char **argv)
     if (optind < argc)
         die_usage("unexpected argument '%s'", argv[optind]);
     if (!opname)
-        die_usage("--op is required (create, write, read or stat)");
+        die_usage("--op is required (create, write, read, stat or fstat)");
     if (!strcmp(opname, "create")) o.op = OP_CREATE;
     else if (!strcmp(opname, "write")) o.op = OP_WRITE;
     else if (!strcmp(opname, "read")) o.op = OP_READ;
     else if (!strcmp(opname, "stat")) o.op = OP_STAT;
-    else die_usage("--op: expected create, write, read or stat, got '%s'", opname);
+    else if (!strcmp(opname, "fstat")) o.op = OP_FSTAT;
+    else die_usage("--op: expected create, write, read, stat or fstat, got '%s'", opname);
     if (!strcmp(bename, "posix")) o.be = &mtc_backend_posix;
     else if (!strcmp(bename, "gfarm")) o.be = &mtc_backend_gfarm;
     else die_usage("--backend: expected posix or gfarm, got '%s'", bename);
