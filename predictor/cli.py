@@ -16,11 +16,11 @@ variants:
             tiny shared headers metadata-bound, the I/O concurrency seen in the trace, the envelope of the
             stage's call size, its spread of op sizes, the busiest host's share of tasks, warm reads of the
             run's own outputs, a process's first op dearer than its next, every open of a re-opened file
-            an op, stats the attribute cache served free, names looked up and not found and seeks to a
-            file's end as stats, a shell-redirected output or one left for exit to close as its create,
-            (given an envelope measured with --hogs-per-host) the CPU load the stage's I/O ran beside, and
-            (given one measured with --call-gap-us) how far apart its tasks' calls came, computing between
-            them, where calls apart cost more (--refine picks)
+            an op, stats the attribute cache served free, names looked up and not found as stats, seeks
+            to a file's end at Tf (an fstat after a read) or as stats, a shell-redirected output or one left
+            for exit to close as its create, (given an envelope measured with --hogs-per-host) the CPU load
+            the stage's I/O ran beside, and (given one measured with --call-gap-us) how far apart its tasks'
+            calls came, computing between them, where calls apart cost more (--refine picks)
   calibrated  (with --calibrate) the refined model corrected by a regression of its past errors,
             judged by leave-one-run-out cross-validation
 

@@ -415,6 +415,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     for t, o in reopen.items():
         ops[t], size[t] = ops[t] * o, _per_open(size[t], o)
     n_stat = 0.0          # of the extra metadata ops, stats of existing files (at Ts when the envelope has it)
+    n_fstat = 0.0         # and seeks to the end (at Tf when the envelope has it)
     if "metadata" in on:
         data_opens = sum(ops.values()) + at_exit
         # stats the client's attribute cache served (~2 us) are not charged
@@ -422,21 +423,24 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         stats = (md.stats_per_task or 0.0) - cached
         lookups = max(0.0, (md.ops_per_task or 0.0) - data_opens - cached)
         # a name looked up and not found (cfitsio stats its output before creating it) is a request too, and so is
-        # a seek to a file's end on gfarm2fs (the size asked of the daemon: cfitsio's, after each re-open)
+        # a seek to a file's end on gfarm2fs (glibc's fstat after cfitsio re-opens a file it read: the attributes
+        # a read left stale, asked of gfarm2fs)
         failed = (md.failed_per_task or 0.0) if "failed_lookups" in on else 0.0
         ends = (md.seeks_end_per_task or 0.0) if "seeks_end" in on else 0.0
         extra = lookups + failed + ends + max(0.0, md.creates_per_task - ops.get("write", 0.0))
         if extra > 0:
             ops["meta"], size["meta"] = extra, 0
+            if "Tf" in surface.metrics():
+                n_fstat = ends
             if "Ts" in surface.metrics():
-                n_stat = min(lookups, stats) + failed + ends
-            elif md.stats_per_task or failed or ends:
+                n_stat = min(lookups, stats) + failed + ends - n_fstat
+            elif md.stats_per_task or failed or ends - n_fstat:
                 notes.append("the envelope has no stat rate (Ts): stats charged as creates (Tm)")
         if failed:
             notes.append(f"failed lookups: {failed:.3g} per task (names not found), each a metadata request")
         if ends:
             notes.append(f"seeks to the end: {ends:.3g} per task (the size asked of the file system), each a "
-                         f"metadata request")
+                         f"metadata request" + (" at Tf" if n_fstat else ""))
     ops = {t: n for t, n in ops.items() if n > 0}
     envs = {t: (env.at_calls(calls[t], metric=TERM_METRIC[t]) if "call_size" in on else env) for t in ops}
     spread = _size_points(stage, size, reopen) if "size_spread" in on else {}
@@ -461,8 +465,9 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         out = {}
         for t in ops:
             m = TERM_METRIC[t]
-            if m == "Tm" and n_stat:
-                out[t] = ops[t] / (n_stat / env.get("Ts", 0, kk) + (ops[t] - n_stat) / env.get("Tm", 0, kk))
+            if m == "Tm" and (n_stat or n_fstat):
+                parts = ((n_fstat, "Tf"), (n_stat, "Ts"), (ops[t] - n_stat - n_fstat, "Tm"))
+                out[t] = ops[t] / sum(n / env.get(x, 0, kk) for n, x in parts if n > 0)
             elif m == "Tm":
                 out[t] = env.get("Tm", 0, kk)
             elif t in warm:    # reads of the run's own outputs at the warm rate, the rest cold
@@ -509,7 +514,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         bounds["meta"] = "metadata"
     per_slot = {}         # the slot's R rounds of ops (the partial round among them)
     for t, n in ops.items():
-        for m in (("Tm", "Ts") if TERM_METRIC[t] == "Tm" else (TERM_METRIC[t],)):
+        for m in (("Tm", "Ts", "Tf") if TERM_METRIC[t] == "Tm" else (TERM_METRIC[t],)):
             per_slot[m] = per_slot.get(m, 0.0) + n * R
     if env.loaded:
         hogs = sorted(set(env.loaded.values()))

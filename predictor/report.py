@@ -140,7 +140,7 @@ def _dominant(plt, out, surface, st, sizes, ks):
 
 
 def _envelope(plt, out, surface):
-    metrics = [m for m in ("Tm", "Ts", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL") if m in surface.metrics()]
+    metrics = [m for m in ("Tm", "Ts", "Tf", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL") if m in surface.metrics()]
     rows = -(-len(metrics) // 3)
     fig, axs = plt.subplots(rows, 3, figsize=(12, 3.4 * rows), constrained_layout=True, squeeze=False)
     for ax, m in zip(axs.flat, metrics):

@@ -33,8 +33,8 @@ import bisect
 import math
 from dataclasses import dataclass
 
-THROUGHPUT = ("Tm", "Ts", "T1L", "T1R", "TN", "TL")
-SIZELESS = ("Tm", "Ts")          # creates and stats of empty files: one size, 0
+THROUGHPUT = ("Tm", "Ts", "Tf", "T1L", "T1R", "TN", "TL")
+SIZELESS = ("Tm", "Ts", "Tf")    # creates and stats: one size, 0
 METRICS = THROUGHPUT + ("B1L", "B1R", "BN", "BL")
 BANDWIDTH_OF = {"T1L": "B1L", "T1R": "B1R", "TN": "BN", "TL": "BL"}
 THROUGHPUT_OF = {b: t for t, b in BANDWIDTH_OF.items()}

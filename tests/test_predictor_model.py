@@ -604,6 +604,23 @@ def test_seeks_to_the_end_are_charged_as_stats():
     assert no_ts.meta_s == pytest.approx(4 * 3 / 400, rel=1e-9)
 
 
+
+def test_seeks_to_the_end_are_charged_at_the_fstat_rate_when_measured():
+    """With Tf (an fstat of a file re-opened after a read, as glibc's fseek to the end asks gfarm2fs) in the
+    envelope, seeks to the end are charged at it, the failed lookup still at Ts, or at Tm without Ts."""
+    st = write_stage(n=4)
+    st.metadata = Metadata(ops_per_task=1, creates_per_task=1, opens_per_task=1, failed_per_task=1,
+                           seeks_end_per_task=2)
+    tf = [p for ppn in (1, 2) for h in (1, 2) for p in _pts("Tf", {0: 500.0 * h * ppn}, h, ppn)]
+    p = predict_stage(st, EnvelopeSurface().fit(sqrt_points() + tf + [
+        p for ppn in (1, 2) for h in (1, 2) for p in _pts("Ts", {0: 1000.0 * h * ppn}, h, ppn)]), "refined")
+    assert p.meta_s == pytest.approx(4 * (1 / 4000 + 2 / 2000), rel=1e-9)
+    assert "seeks to the end: 2 per task (the size asked of the file system), each a metadata request at Tf" \
+        in p.notes
+    no_ts = predict_stage(st, EnvelopeSurface().fit(sqrt_points() + tf), "refined")
+    assert no_ts.meta_s == pytest.approx(4 * (1 / 400 + 2 / 2000), rel=1e-9)
+    assert "the envelope has no stat rate (Ts): stats charged as creates (Tm)" in no_ts.notes
+
 def test_a_file_written_twice_weighs_twice():
     """mImgtbl writes its 27 KB table, then writes it again: each write of it is an op (a close in the stall
     band each), weighted by rewrite_factor at every size point."""
