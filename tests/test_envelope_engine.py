@@ -107,6 +107,8 @@ def test_fstat_times_the_fstat_alone(exe, tmp_path):
     assert [(p.metric, p.unit, p.ok) for p in pts] == [("Tf", "ops/s", True)]
     cp, r = run(exe, "--op", "fstat", "--files-per-proc", "2", "--path", str(tmp_path / "none{i}"))
     assert cp.returncode == 1 and [x.error for x in r.records] == ["open: No such file or directory"] * 2
+    cp, r = run(exe, "--op", "fstat", "--path", str(tmp_path))
+    assert cp.returncode == 1 and [x.error for x in r.records] == ["read: Is a directory"]
 
 def test_written_content_is_not_zeros(exe, tmp_path):
     run(exe, "--op", "write", "--size", "1000", "--path", str(tmp_path / "z"))

@@ -236,14 +236,17 @@ static int one_op(const char *path, char *buf, struct rec *rc)
     if (o.op == OP_FSTAT) {     /* open, read, close, open, fstat, close: only the fstat is timed */
         int64_t t0 = now_ns();
         size_t got = 0;
-        if ((e = o.be->open_read(path, &h, msg)) || (e = o.be->read(h, buf, (size_t)o.block, &got, msg))
-            || (e = o.be->close(h, msg)) || (e = o.be->open_read(path, &h, msg)))
+        char cmsg[MTC_MSGLEN];
+        if ((e = o.be->open_read(path, &h, msg)))
             return e;
+        e = o.be->read(h, buf, (size_t)o.block, &got, msg);
+        int ce = o.be->close(h, e ? cmsg : msg);
+        if (e || ce || (e = o.be->open_read(path, &h, msg)))
+            return e ? e : ce;
         int64_t t1 = now_ns();
         e = o.be->fstat(h, msg);
         int64_t t2 = now_ns();
-        char cmsg[MTC_MSGLEN];
-        int ce = o.be->close(h, cmsg);
+        ce = o.be->close(h, cmsg);
         rc->untimed_ns = (t1 - t0) + (now_ns() - t2);
         rc->bytes = 0;
         if (!e && ce)
