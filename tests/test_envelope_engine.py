@@ -79,7 +79,6 @@ def test_stat_of_existing_files_and_of_a_missing_one(exe, tmp_path):
     assert [(x.rank, x.i) for x in bad] == [(1, 2)] and "stat: No such file or directory" in bad[0].error
 
 
-
 def test_fstat_times_the_fstat_alone(exe, tmp_path):
     """--op fstat: open, read one call, close, open again, fstat, close; only the fstat is timed. On a FIFO each
     open waits for the writer, which opens it twice, 0.2 s apart: the op's time and the span leave those waits out."""
@@ -109,6 +108,7 @@ def test_fstat_times_the_fstat_alone(exe, tmp_path):
     assert cp.returncode == 1 and [x.error for x in r.records] == ["open: No such file or directory"] * 2
     cp, r = run(exe, "--op", "fstat", "--path", str(tmp_path))
     assert cp.returncode == 1 and [x.error for x in r.records] == ["read: Is a directory"]
+
 
 def test_written_content_is_not_zeros(exe, tmp_path):
     run(exe, "--op", "write", "--size", "1000", "--path", str(tmp_path / "z"))

@@ -372,7 +372,6 @@ def test_call_size_picks_the_envelope_nearest_each_terms_calls():
     assert len(big.replicate(random.Random(1)).others) == 1
 
 
-
 def test_shared_reads_are_the_files_a_task_reads_not_every_shared_file():
     """mDiff-like: 129 shared files of ~531 KB, each task reads 4 of them (2.1 MB): 4 ops of 531 KB, not 129."""
     surf = sqrt_envelope(hosts=None)
@@ -604,7 +603,6 @@ def test_seeks_to_the_end_are_charged_as_stats():
     assert no_ts.meta_s == pytest.approx(4 * 3 / 400, rel=1e-9)
 
 
-
 def test_seeks_to_the_end_are_charged_at_the_fstat_rate_when_measured():
     """With Tf (an fstat of a file re-opened after a read, as glibc's fseek to the end asks gfarm2fs) in the
     envelope, seeks to the end are charged at it, the failed lookup still at Ts, or at Tm without Ts."""
@@ -620,6 +618,7 @@ def test_seeks_to_the_end_are_charged_at_the_fstat_rate_when_measured():
     no_ts = predict_stage(st, EnvelopeSurface().fit(sqrt_points() + tf), "refined")
     assert no_ts.meta_s == pytest.approx(4 * (1 / 400 + 2 / 2000), rel=1e-9)
     assert "the envelope has no stat rate (Ts): stats charged as creates (Tm)" in no_ts.notes
+
 
 def test_a_file_written_twice_weighs_twice():
     """mImgtbl writes its 27 KB table, then writes it again: each write of it is an op (a close in the stall
