@@ -34,6 +34,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           op_size_quantiles: [FLOAT, ..]?    # bytes per op (task x file, at most the file) at equal-weight points of
                                              # their distribution (mtcprof model: ten, sizes that occurred)
           warm_fraction: FLOAT in [0,1]?     # of these bytes, the share read from files the run wrote
+          young_fraction: FLOAT in [0,1]?    # the share read < 1 s after a task wrote the file on the reader's host
           opens_per_file: FLOAT?             # opens of one of these files by one task (mean over task-file pairs)
         shared:                        # N-to-1 reads (file read by >= 2 tasks of the stage)
           files: INT                         # count of shared files
@@ -44,6 +45,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
           bytes_per_call: FLOAT?             # mean bytes per read system call (stdio: buffer-sized)
           op_size_quantiles: [FLOAT, ..]?
           warm_fraction: FLOAT in [0,1]?
+          young_fraction: FLOAT in [0,1]?
           opens_per_file: FLOAT?
         write:
           bytes_per_task: {min, mean, max}   # D of the write formulas
@@ -122,6 +124,7 @@ class Read:
     bytes_per_call: float | None = None
     op_size_quantiles: list | None = None
     warm_fraction: float | None = None
+    young_fraction: float | None = None
     opens_per_file: float | None = None
 
 
@@ -135,6 +138,7 @@ class Shared:
     bytes_per_call: float | None = None
     op_size_quantiles: list | None = None
     warm_fraction: float | None = None
+    young_fraction: float | None = None
     opens_per_file: float | None = None
 
 
@@ -224,7 +228,7 @@ class Workflow:
 
 _REQUIRED = {Stage: ("name", "tasks", "hosts"), Dist: ("min", "mean", "max"), Read: ("bytes_per_task",),
              Write: ("bytes_per_task",), Shared: ("files", "bytes"), Metadata: ()}
-_FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction", "stats_cached_fraction",
+_FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction", "young_fraction", "stats_cached_fraction",
               "redirected_fraction", "left_open_fraction"}
 _POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host"}
 

@@ -159,6 +159,11 @@ def parser() -> argparse.ArgumentParser:
                    "write calls, as a task computes each row it writes (default 0: back to back); the "
                    "times leave the spins out. On a VM whose file system daemons idle between calls, "
                    "calls apart cost more (envelope/README.md)")
+    m.add_argument("--young", action="store_true",
+                   help="T1L/B1L only, read at once after their write run (no check or cache drop in between): "
+                   "files another process wrote on the reader's host ~0.2 s before, within FUSE's entry and "
+                   "attribute timeouts (1 s). mtcpredict uses it for the reads of files a stage's host wrote "
+                   "moments before (refinement young_reads)")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
 
     im = sub.add_parser("import", help="store the points of benchmark outputs made elsewhere")
@@ -247,17 +252,22 @@ def cmd_measure(a) -> int:
         raise ValueError(f"--call-gap-us: expected 0..10000000 us, got {a.call_gap_us}")
     if a.call_gap_us and a.tool != "native":
         raise ValueError(f"--call-gap-us: only the native engine spins between calls (not --tool {a.tool})")
+    if a.young and a.tool != "native":
+        raise ValueError(f"--young: only the native engine reads at once after writing (not --tool {a.tool})")
+    if a.young and a.metrics and set(a.metrics) - {"T1L", "B1L"}:
+        raise ValueError("--young measures T1L and B1L only")
     sweep = M.Sweep(sizes=a.sizes or list(M.DEFAULT_SIZES),
                     procs=a.procs or list(M.DEFAULT_PROCS), repeat=a.repeat,
                     max_repeat=a.max_repeat, precision=a.precision,
                     budget_factor=a.budget_factor,
                     time_budget=a.time_budget or None,
-                    metrics=a.metrics or list(METRICS), ops_per_proc=a.ops_per_proc,
+                    metrics=a.metrics or (["T1L", "B1L"] if a.young else list(METRICS)),
+                    ops_per_proc=a.ops_per_proc,
                     creates_per_proc=a.creates_per_proc, timeout=a.timeout,
                     start_delay=a.start_delay, drop_caches=a.drop_caches, workdir=a.workdir,
                     keep_files=a.keep_files, fsync=a.fsync, block=a.block,
                     write_compute_ms=a.write_compute_ms, hogs_per_host=a.hogs_per_host,
-                    call_gap_us=a.call_gap_us)
+                    call_gap_us=a.call_gap_us, young=a.young)
     hosts = [h for h in (a.hosts or "").split(",") if h] or None
     if a.tool != "native":
         from . import tools

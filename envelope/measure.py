@@ -16,6 +16,10 @@ For each host count h, file size S, processes per host P and repeat r (DESIGN.md
   leaves the kernel's cached attributes stale (the atime), so this fstat asks gfarm2fs, as
   glibc's fseek to the end does when cfitsio re-opens a file it read (~0.45 ms on the testbed,
   ~2 us with the attributes cached);
+* young (``--young``): T1L/B1L alone, read at once after the write run (no check, no cache drop in
+  between; the replicas checked after the read): files another process wrote on the reader's host
+  ~0.2 s before, within FUSE's entry and attribute timeouts (1 s by default), as Montage's
+  mFitplane reads mDiff's output ~0.1 s after it (a first read ~20 % cheaper on the testbed);
 * T1R/B1R: host j reads the files host (j+1) mod h wrote (replica elsewhere, checked above);
 * TN/BN: every process reads one shared file written once per size by the first host;
 * before each read run no cache may serve the inputs: on the testbed (one kernel, root) every
@@ -180,6 +184,8 @@ class Sweep:
     # every engine worker computes this long between two data calls (engine --gap-us), as a task computes
     # each row it writes: calls apart cost more than calls back to back (envelope/README.md)
     call_gap_us: int = 0
+    # T1L/B1L only, read at once after their write run: files written on the reader's host ~0.2 s before
+    young: bool = False
 
     def k_for(self, size: int) -> int:
         """Operations per process: enough bytes per process (2 MiB) to time a small file,
@@ -546,6 +552,8 @@ class Measurer:
             cfg["hogs_per_host"] = self.sw.hogs_per_host
         if self.sw.call_gap_us:
             cfg["call_gap_us"] = self.sw.call_gap_us
+        if self.sw.young:
+            cfg["young"] = True
         cfg.update(kw)
         return cfg
 
@@ -641,6 +649,11 @@ class Measurer:
                      f"/f{{lrank}}_{{i}}", st.ppn, k, st.size, start, j * st.ppn,
             self.sw.write_compute_ms), st.ppn * st.h)
         expected = {h: self.files(st.size, st.ppn, st.h, st.rep, h, k) for h in hosts}
+        if self.sw.young:      # read at once; the replicas are checked after the read
+            self.written[(st.size, st.ppn, st.h, st.rep)] = {
+                "ok": bool(runs) and not err and not any(r.failed for r in runs), "expected": expected, "error": err,
+                "end_ns": max((x.t_end_ns for r in runs for x in r.records), default=None)}
+            return []
         reps, werr = self.where([p for ps in expected.values() for p in ps])
         wrong = [(p, reps.get(p)) for h, ps in expected.items() for p in ps
                  if [short(x) for x in reps.get(p, [])] != [short(h)]]
@@ -692,6 +705,8 @@ class Measurer:
                 j * st.ppn), st.ppn * st.h)
             self.check_client_cache(f"{self.t.prefix(hosts[-1])}{state['path']}")
             return self.emit(st, metric, runs, err, cfg, st.size)
+        if self.sw.young:
+            return self.step_young(st, cfg)
         state = self.written.get((st.size, st.ppn, st.h, st.rep))
         if not state or not state["ok"]:
             return self.emit(st, metric, [], (state or {}).get("error") or "inputs not written",
@@ -729,6 +744,33 @@ class Measurer:
                "op": "open+read one call+close+open+fstat+close, only the fstat timed"}
         cfg.pop("cache", None)
         return pts + self.emit(st, "Tf", runs, err, cfg, 0)
+
+    def step_young(self, st: Step, cfg: dict) -> list[Point]:
+        """T1L/B1L of the files this repeat's write run wrote a moment before on each reader's host (no check or
+        cache drop in between); the replicas are checked after the read."""
+        k = self.sw.k_for(st.size)
+        hosts = self.t.hosts[:st.h]
+        state = self.written.get((st.size, st.ppn, st.h, st.rep))
+        if not state or not state["ok"]:
+            why = (state or {}).get("error") or "the write run failed"
+            return self.emit(st, "T1L", [], f"inputs not written ({why})", cfg, st.size)
+        runs, err = self.run_engines(hosts, lambda j, h, start: self.argv(
+            "read", f"{self.t.prefix(h)}{self.wdir(st.size, st.ppn, st.h, st.rep, h)}/f{{lrank}}_{{i}}", st.ppn, k,
+            st.size, start, j * st.ppn), st.ppn * st.h)
+        start = min((x.t_start_ns for r in runs for x in r.records), default=None)
+        expected = state["expected"]
+        reps, werr = self.where([p for ps in expected.values() for p in ps])
+        bad = [f"{p} on {[short(x) for x in reps.get(p, [])]} read by {h}" for h, ps in expected.items() for p in ps
+               if [short(x) for x in reps.get(p, [])] != [short(h)]]
+        nfiles = sum(len(v) for v in expected.values())
+        cfg = {**cfg, "cache": {"mode": "kept", "why": "young reads: files written on the reader's host just before"},
+               "placement": {"kind": "1-to-1 local", "check": "gfwhere after the read", "files": nfiles,
+                             "as_required": nfiles - len(bad), "written_by": "other processes, just before"}}
+        if start and state["end_ns"]:     # from the write run's last end to the read run's first start
+            cfg["age_s"] = round((start - state["end_ns"]) / 1e9, 3)
+        fail = (f"placement: {len(bad)} of {nfiles} inputs are not local, e.g. {bad[0]}"
+                + (f" ({werr})" if werr else "")) if bad else None
+        return self.emit(st, "T1L", runs, err, cfg, st.size, fail)
 
     def step_cleanup(self, st: Step) -> None:
         # only this host count's directories: the next host count writes into its own
@@ -929,6 +971,9 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
     unknown = [m for m in sweep.metrics if m not in METRICS]
     if unknown:
         raise MeasureError(f"unknown metric(s) {', '.join(unknown)}; one of {', '.join(METRICS)}")
+    if sweep.young and set(sweep.metrics) - {"T1L", "B1L"}:
+        raise MeasureError("young reads (--young) measure T1L and B1L only, not "
+                           + ", ".join(m for m in sweep.metrics if m not in ("T1L", "B1L")))
     hcs = sweep.host_counts or [len(target.hosts)]
     if any(h < 1 or h > len(target.hosts) for h in hcs):
         raise MeasureError(f"host counts {hcs} must be within 1..{len(target.hosts)}")
@@ -957,7 +1002,7 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "precision": sweep.precision, "max_repeat": sweep.max_repeat,
             "time_budget_s": sweep.time_budget, "budget_factor": sweep.budget_factor,
             "block": sweep.block, "ops_per_proc": sweep.ops_per_proc, "hogs_per_host": sweep.hogs_per_host,
-            "call_gap_us": sweep.call_gap_us}
+            "call_gap_us": sweep.call_gap_us, "young": sweep.young}
     if row is not None:
         set_status(conn, name, "running")
 

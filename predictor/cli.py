@@ -134,24 +134,26 @@ def _run(a) -> int:
     for e in envs:
         sf = EnvelopeSurface().fit(e.points)
         sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us = e.block, e.cold, e.ops_per_proc, e.hogs, e.call_gap_us
+        sf.young = e.young
         if not sf.grids:
             return _fail(f"envelope {e.origin}: no ok point")
         same = [x for x, s in zip(envs, surfaces)
-                if (s.block, s.cold, s.ops_per_proc, s.hogs, s.gap_us) ==
-                (sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us)]
+                if (s.block, s.cold, s.ops_per_proc, s.hogs, s.gap_us, s.young) ==
+                (sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us, sf.young)]
         if same:
+            reads = "young" if sf.young else "cold" if sf.cold else "warm"
             return _fail(f"envelopes {same[0].origin} and {e.origin} were both measured with {sf.block:,}-byte calls, "
-                         f"{'cold' if sf.cold else 'warm'} reads, {sf.ops_per_proc or 'the default'} files per "
-                         f"process, {sf.hogs} computing processes per host and calls {sf.gap_us} us apart: give one "
-                         "envelope per call size, cache state, files per process, CPU load and gap between calls "
-                         "(mtcenvelope measure --block, --drop-caches off, --ops-per-proc, --hogs-per-host, "
-                         "--call-gap-us)")
+                         f"{reads} reads, {sf.ops_per_proc or 'the default'} files per process, {sf.hogs} computing "
+                         f"processes per host and calls {sf.gap_us} us apart: give one envelope per call size, cache "
+                         "state, files per process, CPU load and gap between calls (mtcenvelope measure --block, "
+                         "--drop-caches off, --young, --ops-per-proc, --hogs-per-host, --call-gap-us)")
         surfaces.append(sf)
-    idle = [i for i, s in enumerate(surfaces) if not s.hogs and not s.gap_us]
+    idle = [i for i, s in enumerate(surfaces) if not s.hogs and not s.gap_us and not s.young]
     if not idle:
-        return _fail("every envelope given was measured beside computing processes (--hogs-per-host) or with "
-                     "computing between calls (--call-gap-us): give one of idle hosts and calls back to back too; "
-                     "the others only say how much a stage's CPU load or computing between calls slows its I/O")
+        return _fail("every envelope given was measured beside computing processes (--hogs-per-host), with "
+                     "computing between calls (--call-gap-us) or of young reads (--young): give one of idle hosts, "
+                     "calls back to back and reads a while after their writes too; the others only say how much a "
+                     "stage's CPU load, computing between calls or fresh files change its I/O")
     if idle[0]:           # the main envelope is an idle one: the first given
         envs.insert(0, envs.pop(idle[0]))
         surfaces.insert(0, surfaces.pop(idle[0]))

@@ -56,6 +56,11 @@ class EnvelopeData:
         return int(v) if v else 0
 
     @property
+    def young(self) -> bool:
+        """Whether its reads came at once after their write run, on the writer's host (--young)."""
+        return bool(self._said("young"))
+
+    @property
     def call_gap_us(self) -> int:
         """Microseconds every process computed between two calls (--call-gap-us; 0: back to back)."""
         v = self._said("call_gap_us")

@@ -16,7 +16,7 @@ from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
-               "cpu_load", "call_gap", "failed_lookups", "seeks_end")
+               "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -98,10 +98,11 @@ class _Env:
         self.gap = gap                                  # refinement call_gap: the stage's us of computing per call
         self.apart = {}                                 # metric -> us between calls of its twin
 
-    def at_calls(self, bytes_per_call, warm=False, metric=None):
+    def at_calls(self, bytes_per_call, warm=False, metric=None, young=False):
         """The look-ups in the envelope measured with calls nearest to bytes_per_call (refinement call_size), of
-        warm reads if asked and measured (refinement warm_reads), among those that have `metric`."""
-        s = self.s.at_calls(bytes_per_call, warm, metric)
+        warm reads if asked and measured (refinement warm_reads), of young reads if asked (young_reads), among
+        those that have `metric`."""
+        s = self.s.at_calls(bytes_per_call, warm, metric, young)
         if s is self.s:
             return self
         e = _Env(s, self.hosts, self.clamp, self.used, load=self.load, root=self.root, gap=self.gap)
@@ -235,6 +236,29 @@ def _size_points(stage, size, reopen) -> dict:
             else:
                 out[t].append((max(1.0, x), w, 1.0))
     return out
+
+
+class _UpTo:
+    """One envelope's look-ups up to the largest size it measured, another's beyond: a lookup saved (young reads)
+    matters to small reads, and beyond its sizes an envelope is only extrapolated."""
+
+    def __init__(self, e, beyond, metric):
+        self.e, self.beyond, self.top = e, beyond, e.largest(metric)
+
+    def get(self, metric, size, k):
+        return (self.e if size <= self.top else self.beyond).get(metric, size, k)
+
+    def roofline(self, metric, k):
+        return self.beyond.roofline(metric, k)
+
+
+def _young_shares(stage, surface, ops, alpha) -> dict:
+    """read_local -> share of its bytes read from files a task wrote on the reader's host < 1 s before, when the
+    envelope has young reads (such a file is local: its replica is on the host that wrote it)."""
+    y = stage.read.young_fraction
+    if not y or "read_local" not in ops or not surface.has_young("T1L") or alpha <= 0:
+        return {}
+    return {"read_local": min(1.0, y / alpha)}
 
 
 def _later_ops(stage, surface, env, ops, reopen) -> dict:
@@ -447,6 +471,12 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     warm = _warm_shares(stage, surface, ops) if "warm_reads" in on else {}
     warm_envs = {t: env.at_calls(calls[t] if "call_size" in on else None, warm=True, metric=TERM_METRIC[t])
                  for t in warm}
+    young = _young_shares(stage, surface, ops, alpha) if "young_reads" in on else {}
+    young_envs = {t: _UpTo(env.at_calls(calls[t] if "call_size" in on else None, metric=TERM_METRIC[t], young=True),
+                           warm_envs.get(t, envs[t]), TERM_METRIC[t]) for t in young}
+    if young:
+        notes.append(f"young reads: {young['read_local']:.0%} of the local bytes from files written on the host "
+                     f"< 1 s before, at the envelope of young reads")
     later = _later_ops(stage, surface, env, ops, reopen) if "first_op" in on else {}
 
     def rate_in(e, t, kk):
@@ -470,9 +500,12 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                 out[t] = ops[t] / sum(n / env.get(x, 0, kk) for n, x in parts if n > 0)
             elif m == "Tm":
                 out[t] = env.get("Tm", 0, kk)
-            elif t in warm:    # reads of the run's own outputs at the warm rate, the rest cold
-                f = warm[t]
-                out[t] = 1.0 / (f / rate_in(warm_envs[t], t, kk) + (1 - f) / rate_in(envs[t], t, kk))
+            elif t in warm or t in young:   # reads of the run's own outputs: young, warm, the rest cold
+                y = young.get(t, 0.0)
+                f = max(0.0, warm.get(t, 0.0) - y)
+                out[t] = 1.0 / ((y / rate_in(young_envs[t], t, kk) if y else 0.0)
+                                + (f / rate_in(warm_envs[t], t, kk) if f else 0.0)
+                                + (1 - y - f) / rate_in(envs[t], t, kk))
             else:
                 out[t] = rate_in(envs[t], t, kk)
         return out

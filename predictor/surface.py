@@ -71,6 +71,7 @@ class EnvelopeSurface:
         self.ops_per_proc = None  # files each process opened in turn (None: mtcenvelope's default, up to 16)
         self.hogs = 0             # processes per host that only computed beside its runs (0: idle hosts)
         self.gap_us = 0           # us its processes computed between two calls (0: back to back)
+        self.young = False        # reads of files written on the reader's host ~0.2 s before (mtcenvelope --young)
 
     # ---- fit ---------------------------------------------------------------------------------------------------------
     def fit(self, points) -> "EnvelopeSurface":
@@ -120,22 +121,26 @@ class EnvelopeSurface:
         h = hosts if hosts in avail else min(avail, key=near)
         return h, self.grids[(metric, h)]
 
-    def at_calls(self, bytes_per_call: float | None, warm: bool = False, metric: str | None = None
-                 ) -> "EnvelopeSurface":
+    def at_calls(self, bytes_per_call: float | None, warm: bool = False, metric: str | None = None,
+                 young: bool = False) -> "EnvelopeSurface":
         """This surface or one of `others` that has `metric` (and its bandwidth twin), of the cache state asked
         (warm: reads a cache may serve) when there is one, and of those the one whose bytes per call is nearest
         to bytes_per_call (in log scale; a tie keeps the first). Small calls cost more per byte on a FUSE mount,
-        so an op is best looked up in an envelope measured with calls of its own size."""
+        so an op is best looked up in an envelope measured with calls of its own size. young: among the envelopes
+        of young reads (mtcenvelope --young), when there is one."""
         need = {metric, BANDWIDTH_OF.get(metric)} - {None}
         every = [s for s in [self, *self.others] if need <= s.metrics() and s.ops_per_proc == self.ops_per_proc
-                 and s.hogs == self.hogs and s.gap_us == self.gap_us] or [self]
-        pool = [s for s in every if s.cold != warm] or [s for s in every if s.cold == self.cold]
+                 and s.hogs == self.hogs and s.gap_us == self.gap_us and s.young == young] or [self]
+        pool = every if young else [s for s in every if s.cold != warm] or [s for s in every if s.cold == self.cold]
         if not bytes_per_call or bytes_per_call <= 0:
             return pool[0]
         return min(pool, key=lambda s: abs(math.log(bytes_per_call / s.block)))
 
     def has_warm(self) -> bool:
-        return any(not s.cold and not s.hogs and not s.gap_us for s in [self, *self.others])
+        return any(not s.cold and not s.hogs and not s.gap_us and not s.young for s in [self, *self.others])
+
+    def has_young(self, metric: str) -> bool:
+        return any(s.young and metric in s.metrics() and s.ops_per_proc == self.ops_per_proc for s in self.others)
 
     def loaded_twin(self, of: "EnvelopeSurface", metric: str) -> "EnvelopeSurface | None":
         """Of `others`, the one measured beside computing processes (hogs > 0) that stands for `of` under load:
@@ -150,7 +155,7 @@ class EnvelopeSurface:
 
     def _twin(self, of, metric, measured_so):
         pool = [s for s in self.others if measured_so(s) and metric in s.metrics() and s.cold == of.cold
-                and s.ops_per_proc == of.ops_per_proc]
+                and s.ops_per_proc == of.ops_per_proc and not s.young]
         return min(pool, key=lambda s: abs(math.log(s.block / of.block))) if pool else None
 
     def many_files(self, metric: str) -> "EnvelopeSurface | None":
@@ -169,6 +174,7 @@ class EnvelopeSurface:
         rep.grids, rep._shared, rep._rng, rep.block = self.grids, self._shared, rng, self.block
         rep.others = [o.replicate(rng, ops) for o in self.others]
         rep.cold, rep.ops_per_proc, rep.hogs, rep.gap_us = self.cold, self.ops_per_proc, self.hogs, self.gap_us
+        rep.young = self.young
         for key, g in self.grids.items():
             n = (ops or {}).get(THROUGHPUT_OF.get(key[0], key[0]))
             rep._means[key] = _Drawn(g.cells, rng, n)

@@ -109,8 +109,11 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
             envelope("env-warm", " (reads a page cache may serve)", "--sizes", a.sizes,
                      "--ops-per-proc", str(a.ops_per_proc or 1), "--drop-caches", "off",
                      "--metrics", "T1L,B1L,T1R,B1R,TN,BN")
+        small = ",".join(x for x in a.sizes.split(",") if parse_size(x) <= 256 << 10)
+        if a.young:
+            envelope("env-young", " (local reads right after their writes)", "--sizes", small,
+                     "--ops-per-proc", str(a.ops_per_proc or 1), "--young")
         if a.many_files:
-            small = ",".join(x for x in a.sizes.split(",") if parse_size(x) <= 256 << 10)
             envelope("env-many", " (16 files per process)", "--sizes", small, "--ops-per-proc", "16",
                      "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN", writes=True)
         # the bracketed envelopes just before the runs and again just after them (same points, appended): the
@@ -179,6 +182,7 @@ def envelope_names(a, loaded=None, apart=None):
     loaded twins, with `apart` (us between calls) their twins of calls apart."""
     blocks = [f"env-{b}" for b in a.block.split(",")]
     return blocks + (["env-warm"] if a.warm else []) + (["env-many"] if a.many_files else []) + \
+        (["env-young"] if a.young else []) + \
         [loaded_name(e, loaded) for e in blocks if loaded] + [apart_name(e, apart) for e in blocks if apart]
 
 
@@ -310,8 +314,12 @@ def without_load(a, work, db, runs, w, h, envs):
 
 
 def again(a, work, db, runs, w, h, envs, loaded, writes_ab, apart=None):
-    """The same runs predicted again: without the twins of calls apart, without the loaded twins, and with the
-    writers computing first."""
+    """The same runs predicted again: without the envelope of young reads, without the twins of calls apart,
+    without the loaded twins, and with the writers computing first."""
+    if "env-young" in envs:
+        print("\n==== the same runs predicted without the envelope of young reads (refinement young_reads idle)",
+              flush=True)
+        predict_all(a, work, db, runs, w, h, [e for e in envs if e != "env-young"])
     if apart:
         print("\n==== the same runs predicted without the envelopes of calls apart (refinement call_gap idle)",
               flush=True)
@@ -355,6 +363,10 @@ def main():
     ap.add_argument("--no-warm", dest="warm", action="store_false",
                     help="no envelope of warm reads (--drop-caches off; the refined model's warm_reads uses it for "
                          "the bytes a stage reads of files the run wrote)")
+    ap.add_argument("--no-young", dest="young", action="store_false",
+                    help="no envelope of young reads (mtcenvelope --young, sizes <= 256 KiB: local reads right after "
+                         "their write run; the refined model's young_reads uses it for the bytes a stage reads of "
+                         "files its host wrote < 1 s before)")
     ap.add_argument("--no-many-files", dest="many_files", action="store_false",
                     help="no envelope of 16 files per process (sizes <= 256 KiB; the refined model's first_op uses it "
                          "for stages whose processes open several files in turn)")
