@@ -15,7 +15,8 @@ variants:
             file size and concurrency, real metadata counts (stats at Ts), re-reads, several files per task,
             tiny shared headers metadata-bound, the I/O concurrency seen in the trace, the envelope of the
             stage's call size, its spread of op sizes, the busiest host's share of tasks, warm reads of the
-            run's own outputs, a process's first op dearer than its next, every open of a re-opened file
+            run's own outputs, (given an envelope measured with --young) young reads of files written on the
+            host < 1 s before, a process's first op dearer than its next, every open of a re-opened file
             an op, stats the attribute cache served free, names looked up and not found as stats, seeks
             to a file's end at Tf (an fstat after a read) or as stats, a shell-redirected output or one left
             for exit to close as its create, (given an envelope measured with --hogs-per-host) the CPU load
@@ -48,10 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="envelope to predict from: a db (its latest envelope run, or NAME), or an `mtcenvelope "
                         "export` file (default: the envelope shipped with mtcio, measured on a 4-host testbed). "
                         "Give it again for envelopes of the same file system measured with other bytes per call "
-                        "(`mtcenvelope measure --block`) or warm reads (--drop-caches off): the refined model looks "
-                        "each stage's reads and writes up in the one nearest their traced call size (call_size), "
-                        "and reads of files the run wrote in the warm one (warm_reads); the first is the main one "
-                        "(faithful model, maps)")
+                        "(`mtcenvelope measure --block`), warm reads (--drop-caches off) or young ones (--young): "
+                        "the refined model looks each stage's reads and writes up in the one nearest their traced "
+                        "call size (call_size), reads of files the run wrote in the warm one (warm_reads) and of "
+                        "files written on the host < 1 s before in the young one (young_reads); the first is the "
+                        "main one (faithful model, maps)")
     p.add_argument("--variant", choices=("faithful", "refined", "all"), default="all",
                    help="model variant(s) to report (default all)")
     p.add_argument("--refine", metavar="LIST", default="all",

@@ -243,3 +243,24 @@ def test_failed_lookups_are_counted_per_task(tmp_path, capsys):
           "os.close(fd)\n")
     md = two_tasks_metadata(tmp_path, capsys, d, py)
     assert (md.failed_per_task, md.stats_per_task, md.creates_per_task) == (2.0, 0.0, 1.0)
+
+
+def test_young_fraction_is_the_share_read_within_a_second_of_its_write_on_the_host(tmp_path, capsys):
+    """Stage W writes a (1,000 B) and b (3,000 B); stage R's first task reads a at once and c (4,000 B, older than
+    the run) with it, its second task b 1.2 s later: 1,000 of the 8,000 bytes R read were young."""
+    from test_db_ingest import traced
+    d, logs = tmp_path / "d", tmp_path / "logs"
+    d.mkdir(), logs.mkdir()
+    (d / "c").write_bytes(b"c" * 4000)
+    rd = "dd if={} of=/dev/null bs=8k status=none"
+    steps = (("w", "W", "head -c 1000 /dev/zero > a && head -c 3000 /dev/zero > b"),
+             ("r1", "R", f"{rd.format('a')} && {rd.format('c')}"), ("r2", "R", f"sleep 1.2 && {rd.format('b')}"))
+    for task, stage, cmd in steps:
+        r = traced(logs, ["sh", "-c", f"cd {d} && {cmd}"], task, stage, "R", MTCPROF_INCLUDE=str(d))
+        assert r.returncode == 0, r.stderr
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
+    out = tmp_path / "wf.yaml"
+    assert run_model(["--db", str(db), "--run", "R", "-o", str(out)], capsys)[0] == 0
+    read = wm.load(str(out)).stage("R").read
+    assert (read.bytes_per_task.mean, read.warm_fraction, read.young_fraction) == (4000, 0.5, 0.125)

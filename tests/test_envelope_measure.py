@@ -141,6 +141,26 @@ def test_an_envelope_of_calls_apart(testbed, tmp_path):
     assert [c["call_gap_us"] for c in df.config] == [200, 200]
     assert envelope_source.load(f"{db}:apart").call_gap_us == 200
 
+
+def test_an_envelope_of_young_reads(testbed, tmp_path):
+    """--young: T1L/B1L only, read at once after their write run (files written on the reader's host well under
+    FUSE's 1 s timeouts before), no cache dropped, the replicas checked after the read; said in the run's meta,
+    where mtcpredict reads it. Other metrics are refused."""
+    from mtcio.predictor import envelope_source
+    db = tmp_path / "e.db"
+    measure("--db", db, "--name", "young", "--sizes", "4k", "--procs", "2", "--host-counts", "2", "--repeat", "2",
+            "--precision", "0", "--ops-per-proc", "1", "--young", "--quiet")
+    df = load(db, "young")
+    assert df["ok"].all() and sorted(df.metric) == ["B1L", "B1L", "T1L", "T1L"], df[["metric", "ok", "error"]]
+    for c in df.config:
+        assert c["young"] and c["cache"]["mode"] == "kept" and 0 < c["age_s"] < 1
+        assert c["placement"]["check"] == "gfwhere after the read" and c["placement"]["as_required"] == 4
+    assert envelope_source.load(f"{db}:young").young
+    cp = subprocess.run(CLI + ["--db", str(db), "--name", "y2", "--young", "--metrics", "TL"], capture_output=True,
+                        text=True, timeout=60)
+    assert cp.returncode == 2 and "--young measures T1L and B1L only" in cp.stderr
+
+
 @pytest.mark.parametrize("counts,expect", [("1..all", [1, 2, 3, 4]), ("4,2", [4, 2])])
 def test_host_counts_sweep(testbed, tmp_path, counts, expect):
     """Every host count writes and reads its own files (the cleanup of one host count used to

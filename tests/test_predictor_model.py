@@ -521,6 +521,39 @@ def test_warm_reads_of_the_runs_own_outputs():
     assert predict_stage(st, cold, "refined").read_s == pytest.approx(4 / 20, rel=1e-9)
 
 
+def test_young_reads_of_files_written_on_the_host_moments_before():
+    """Of 1 MiB read per task, a quarter from files written on the host < 1 s before (young), half from the run's
+    outputs (the young among them), the rest cold: at 8x, 4x and 1x the op rate. A young envelope that stops below
+    the stage's size leaves those reads at the warm rate; a young share is of local bytes (α = 0.5 doubles it)."""
+    st = Stage(name="r", tasks=4, hosts=2, procs_per_host=2,
+               read=Read(bytes_per_task=Dist(MiB, MiB, MiB), files_per_task=1, file_size=Dist(MiB, MiB, MiB),
+                         alpha=1.0, warm_fraction=0.5, young_fraction=0.25))
+    cold = sqrt_envelope(hosts=None)
+    warm = EnvelopeSurface().fit([dict(p, value=p["value"] * 4) for p in sqrt_points()])
+    warm.cold = False
+    young = EnvelopeSurface().fit([dict(p, value=p["value"] * 8) for p in sqrt_points() if p["metric"] in
+                                   ("T1L", "B1L")])
+    young.cold, young.young = False, True
+    cold.others = [young]                                  # no warm envelope: the young one is not taken for it
+    assert predict_stage(st, cold, "refined").read_s == pytest.approx(4 / 20 * (0.25 / 8 + 0.75), rel=1e-9)
+    cold.others = [warm, young]
+    p = predict_stage(st, cold, "refined")
+    assert p.read_s == pytest.approx(4 / 20 * (0.25 / 8 + 0.25 / 4 + 0.5), rel=1e-9)
+    assert "young reads: 25% of the local bytes from files written on the host < 1 s before, at the envelope of " \
+        "young reads" in p.notes
+    off = predict_stage(st, cold, "refined", set(REFINEMENTS) - {"young_reads"})
+    assert off.read_s == pytest.approx(4 / 20 * (0.5 / 4 + 0.5), rel=1e-9)
+    st.read.alpha = 0.5
+    assert predict_stage(st, cold, "refined").read_s == pytest.approx(
+        0.5 * 4 / 20 * (0.5 / 8 + 0.5) + 0.5 * 4 / 20 * (0.5 / 4 + 0.5), rel=1e-9)
+    st.read.alpha = 1.0
+    small = EnvelopeSurface().fit([dict(p, value=p["value"] * 8) for p in sqrt_points() if p["metric"] in
+                                   ("T1L", "B1L") and p["file_size"] < MiB])
+    small.cold, small.young = False, True
+    cold.others = [warm, small]
+    assert predict_stage(st, cold, "refined").read_s == pytest.approx(off.read_s, rel=1e-9)
+
+
 def test_an_envelope_without_a_terms_metric_is_passed_over():
     big = sqrt_envelope(hosts=None)
     small = EnvelopeSurface().fit([p for p in sqrt_points(write_factor=0.25) if p["metric"] in ("TL", "BL")])
