@@ -1,9 +1,10 @@
 """Benchmark: mtcpredict's accuracy on real Montage runs — every stage measured vs predicted.
 
 On a 4-host testbed: quick envelope sweeps (one file per process, one per --block: the envelope's bytes per
-call, one of warm reads, --drop-caches off, one of 16 files per process; the --bracket envelope last, and again
-after the runs), then for tiles x hosts the Montage
-workflow traced under Rake with the plugin and placement (2 slots per host), each configuration --repeat times; `mtcprof model` of every run, and `mtcpredict --validate` of each run
+call, one of warm reads, --drop-caches off, one of young reads, --young, one of 16 files per process; the --bracket
+envelopes last, and again after the runs), then for tiles x hosts the Montage workflow traced under Rake with the
+plugin and placement (2 slots per host), each configuration --repeat times; `mtcprof model` of every run, and
+`mtcpredict --validate` of each run
 from the model of another run of its configuration, with every envelope (faithful, refined and, once two runs are
 validated, calibrated: a ridge fit on the runs validated before it only). The spread of the configuration's runs
 is printed beside every error, and at the end the floor it sets: the error of the one time per configuration and
@@ -61,7 +62,7 @@ def p90(xs):
 
 def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     """One testbed session: the envelopes, then every Montage run (each configuration --repeat times, in turn);
-    returns the runs."""
+    returns the runs and when they began (Unix seconds)."""
     runs = []
     hosts = ",".join(map(str, sorted(set([1] + hostcounts))))
     blocks = list(enumerate(a.block.split(",")))   # (index, block): the first also measures the metadata
@@ -101,25 +102,39 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                  *(["--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN"] if i else []),
                  append=append, writes=True, block=True)
 
+    small = ",".join(x for x in a.sizes.split(",") if parse_size(x) <= 256 << 10)
+    kinds = []          # the envelopes of small files' reads, (name, sweep): each bracketed when --bracket names it
+
+    def after(append):
+        return " (again, after the runs)" if append else ""
+    if a.warm:
+        kinds.append(("warm", lambda append=False: envelope(
+            "env-warm", " (reads a page cache may serve)" + after(append), "--sizes", a.sizes,
+            "--ops-per-proc", str(a.ops_per_proc or 1), "--drop-caches", "off", "--metrics", "T1L,B1L,T1R,B1R,TN,BN",
+            append=append)))
+    if a.young:
+        kinds.append(("young", lambda append=False: envelope(
+            "env-young", " (local reads right after their writes)" + after(append), "--sizes", small,
+            "--ops-per-proc", str(a.ops_per_proc or 1), "--young", append=append)))
+    if a.many_files:
+        kinds.append(("many", lambda append=False: envelope(
+            "env-many", " (16 files per process)" + after(append), "--sizes", small, "--ops-per-proc", "16",
+            "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN", append=append, writes=True)))
     with bench.testbed_session(4, ["--tcp-nodelay"] if a.tcp_nodelay else []) as bed:
         for i, blk in blocks:
             if blk not in a.bracket:
                 block_sweep(i, blk)
-        if a.warm:
-            envelope("env-warm", " (reads a page cache may serve)", "--sizes", a.sizes,
-                     "--ops-per-proc", str(a.ops_per_proc or 1), "--drop-caches", "off",
-                     "--metrics", "T1L,B1L,T1R,B1R,TN,BN")
-        small = ",".join(x for x in a.sizes.split(",") if parse_size(x) <= 256 << 10)
-        if a.young:
-            envelope("env-young", " (local reads right after their writes)", "--sizes", small,
-                     "--ops-per-proc", str(a.ops_per_proc or 1), "--young")
-        if a.many_files:
-            envelope("env-many", " (16 files per process)", "--sizes", small, "--ops-per-proc", "16",
-                     "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN", writes=True)
+        for kind, sweep in kinds:
+            if kind not in a.bracket:
+                sweep()
         # the bracketed envelopes just before the runs and again just after them (same points, appended): the
-        # testbed's stall rate drifts over minutes, and the runs' stages see the rate of their own minutes
+        # testbed's stall rate and the cost of its small ops drift over minutes; the runs see their own minutes'
+        for kind, sweep in kinds:
+            if kind in a.bracket:
+                sweep()
         for i, blk in bracketed:
             block_sweep(i, blk)
+        t_runs = time.time()
         for k in tiles:
             src = os.path.join(work, f"src{k}")
             pairs = prepare.prepare(src, "demo", tiles=k, width=w, height=h)
@@ -132,10 +147,14 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                     print(f"run {run}: wall {wall:.1f} s", flush=True)
         for i, blk in bracketed:
             block_sweep(i, blk, append=True)
+        for kind, sweep in kinds:
+            if kind in a.bracket:
+                sweep(append=True)
     with open(os.path.join(work, "runs.json"), "w") as f:
         json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a, a.loaded, a.apart),
-                   "writes_ab": a.writes_ab, "loaded": a.loaded, "apart": a.apart}, f)
-    return runs
+                   "writes_ab": a.writes_ab, "loaded": a.loaded, "apart": a.apart, "t_runs": t_runs,
+                   "bracket": a.bracket}, f)
+    return runs, t_runs
 
 
 def models(db, work, runs):
@@ -313,9 +332,23 @@ def without_load(a, work, db, runs, w, h, envs):
     predict_all(a, work, db, runs, w, h, idle_only(envs))
 
 
-def again(a, work, db, runs, w, h, envs, loaded, writes_ab, apart=None):
-    """The same runs predicted again: without the envelope of young reads, without the twins of calls apart,
-    without the loaded twins, and with the writers computing first."""
+def before_only(db, work, t_runs):
+    """A copy of the db without the envelope points measured after the runs began (the bracketed envelopes' second
+    halves)."""
+    out = os.path.join(work, "bench-before.db")
+    with sqlite3.connect(db) as src, sqlite3.connect(out) as dst:
+        src.backup(dst)
+        dst.execute("DELETE FROM envelope_points WHERE measured_at > ?", (t_runs,))
+    return out
+
+
+def again(a, work, db, runs, w, h, envs, loaded, writes_ab, apart=None, t_runs=None):
+    """The same runs predicted again: with the envelopes measured before the runs only (when some were bracketed),
+    without the envelope of young reads, without the twins of calls apart, without the loaded twins, and with the
+    writers computing first."""
+    if t_runs:
+        print("\n==== the same runs predicted with the envelopes measured before the runs only", flush=True)
+        predict_all(a, work, before_only(db, work, t_runs), runs, w, h, envs)
     if "env-young" in envs:
         print("\n==== the same runs predicted without the envelope of young reads (refinement young_reads idle)",
               flush=True)
@@ -341,11 +374,14 @@ def main():
                          "default and Montage's system calls: cfitsio's 2,880-byte FITS blocks go through a stdio "
                          "buffer of 8 KiB); every one is given to mtcpredict, the first as the main one, and its "
                          "call_size refinement picks per stage")
-    ap.add_argument("--bracket", default="8k", type=lambda v: [b for b in v.split(",") if b],
-                    help="envelopes (by --block) measured last before the runs and again after them, both halves "
-                         "kept as one envelope (default 8k: the one Montage's stages use; '' = none). gfarm2fs's "
-                         "~44 ms stalls come and go over minutes (TL at 512 KiB: 128-210 ops/s in 8 of 10 repeats, "
-                         "21-64 in 6 of 6 95 s later): bracketing samples the minutes the runs saw")
+    ap.add_argument("--bracket", default="8k,warm,young,many", type=lambda v: [b for b in v.split(",") if b],
+                    help="envelopes (by --block, or warm, young, many) measured last before the runs and again after "
+                         "them, both halves kept as one envelope (default 8k,warm,young,many: the one of Montage's "
+                         "calls and those of small files' reads; '' = none), and the runs predicted once more from "
+                         "the halves before them only. gfarm2fs's ~44 ms stalls come and go over minutes (TL at 512 "
+                         "KiB: 128-210 ops/s in 8 of 10 repeats, 21-64 in 6 of 6 95 s later), and the cost of small "
+                         "reads drifted 10-15 %% between the runs and the envelope measured before them (pass I): "
+                         "bracketing samples the minutes the runs saw")
     ap.add_argument("--interleave", action="store_true",
                     help="measure an envelope's --sweep-repeat repeats as that many appended sweeps of one repeat "
                          "(a point's repeats minutes apart) instead of back to back (seconds apart); ~10 %% slower, "
@@ -390,9 +426,9 @@ def main():
                     help="rebuild the workflow models of the runs kept in DIR and predict them again (no testbed)")
     ap.add_argument("predict_args", nargs="*", help="more mtcpredict options, after --")
     a = ap.parse_args()
-    unknown = [b for b in a.bracket if b not in a.block.split(",")]
+    unknown = [b for b in a.bracket if b not in a.block.split(",") + ["warm", "young", "many"]]
     if unknown:
-        ap.error(f"--bracket {','.join(unknown)}: not among --block {a.block}")
+        ap.error(f"--bracket {','.join(unknown)}: neither among --block {a.block} nor warm, young, many")
     t_start = time.monotonic()
     if a.predict_only:
         work = a.predict_only
@@ -403,7 +439,8 @@ def main():
         models(db, work, kept["runs"])
         envs = kept.get("envelopes")
         predict_all(a, work, db, kept["runs"], w, h, envs)
-        again(a, work, db, kept["runs"], w, h, envs, kept.get("loaded"), kept.get("writes_ab"), kept.get("apart"))
+        again(a, work, db, kept["runs"], w, h, envs, kept.get("loaded"), kept.get("writes_ab"), kept.get("apart"),
+              kept.get("t_runs"))
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
         return
     tiles = [int(x) for x in a.tiles.split(",")]
@@ -414,11 +451,11 @@ def main():
     os.chmod(work, 0o755)
     db = os.path.join(work, "bench.db")
     try:
-        runs = measure_and_run(a, work, db, tiles, hostcounts, w, h)
+        runs, t_runs = measure_and_run(a, work, db, tiles, hostcounts, w, h)
         models(db, work, runs)
         envs = envelope_names(a, a.loaded, a.apart)
         predict_all(a, work, db, runs, w, h, envs)
-        again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab, a.apart)
+        again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab, a.apart, t_runs if a.bracket else None)
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
     finally:
         if not a.keep:
