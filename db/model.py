@@ -74,8 +74,8 @@ def _writes(tf):
 
 def _young(df, writes: dict):
     """Fraction of these bytes read from files a task wrote on the reader's host less than FUSE's timeouts (1 s)
-    before the read's first open: the kernel still knows the name (a first read ~20 % cheaper on the testbed;
-    Montage's mFitplane reads mDiff's output ~0.1 s after it)."""
+    before the read's first open: the kernel still knows the name, so a first open may skip a lookup (Montage's
+    mFitplane reads mDiff's output ~0.1 s after it)."""
     total = df["bytes_read"].sum() if len(df) else 0
     if not total:
         return None

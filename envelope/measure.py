@@ -19,7 +19,8 @@ For each host count h, file size S, processes per host P and repeat r (DESIGN.md
 * young (``--young``): T1L/B1L alone, read at once after the write run (no check, no cache drop in
   between; the replicas checked after the read): files another process wrote on the reader's host
   ~0.2 s before, within FUSE's entry and attribute timeouts (1 s by default), as Montage's
-  mFitplane reads mDiff's output ~0.1 s after it (a first read ~20 % cheaper on the testbed);
+  mFitplane reads mDiff's output ~0.1 s after it (montage_example/RESULTS.md: cheaper at one
+  process in one check, not on a later pass);
 * T1R/B1R: host j reads the files host (j+1) mod h wrote (replica elsewhere, checked above);
 * TN/BN: every process reads one shared file written once per size by the first host;
 * before each read run no cache may serve the inputs: on the testbed (one kernel, root) every

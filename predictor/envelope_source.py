@@ -46,8 +46,9 @@ class EnvelopeData:
 
     @property
     def cold(self) -> bool:
-        """Whether reads were kept from every cache (mtcenvelope's default); False: `--drop-caches off`."""
-        return self._said("drop_caches") != "off"
+        """Whether reads were kept from every cache (mtcenvelope's default); False: `--drop-caches off`, or young
+        reads (`--young`: none dropped between the writes and the reads)."""
+        return self._said("drop_caches") != "off" and not self.young
 
     @property
     def hogs(self) -> int:

@@ -155,7 +155,7 @@ class EnvelopeSurface:
 
     def _twin(self, of, metric, measured_so):
         pool = [s for s in self.others if measured_so(s) and metric in s.metrics() and s.cold == of.cold
-                and s.ops_per_proc == of.ops_per_proc and not s.young]
+                and s.ops_per_proc == of.ops_per_proc]
         return min(pool, key=lambda s: abs(math.log(s.block / of.block))) if pool else None
 
     def many_files(self, metric: str) -> "EnvelopeSurface | None":
