@@ -374,14 +374,14 @@ def main():
                          "default and Montage's system calls: cfitsio's 2,880-byte FITS blocks go through a stdio "
                          "buffer of 8 KiB); every one is given to mtcpredict, the first as the main one, and its "
                          "call_size refinement picks per stage")
-    ap.add_argument("--bracket", default="8k,warm,young,many", type=lambda v: [b for b in v.split(",") if b],
-                    help="envelopes (by --block, or warm, young, many) measured last before the runs and again after "
-                         "them, both halves kept as one envelope (default 8k,warm,young,many: the one of Montage's "
-                         "calls and those of small files' reads; '' = none), and the runs predicted once more from "
-                         "the halves before them only. gfarm2fs's ~44 ms stalls come and go over minutes (TL at 512 "
-                         "KiB: 128-210 ops/s in 8 of 10 repeats, 21-64 in 6 of 6 95 s later), and the cost of small "
-                         "reads drifted 10-15 %% between the runs and the envelope measured before them (pass I): "
-                         "bracketing samples the minutes the runs saw")
+    ap.add_argument("--bracket", default="8k", type=lambda v: [b for b in v.split(",") if b],
+                    help="envelopes (by --block, or warm, young, many: those of small files' reads) measured last "
+                         "before the runs and again after them, both halves kept as one envelope (default 8k: the "
+                         "one of Montage's calls; '' = none), and the runs predicted once more from the halves before "
+                         "them only. gfarm2fs's ~44 ms stalls come and go over minutes (TL at 512 KiB: 128-210 ops/s "
+                         "in 8 of 10 repeats, 21-64 in 6 of 6 95 s later): bracketing samples the minutes the runs "
+                         "saw. Bracketing the small files' envelopes too was worse on a held-out pass (refined median "
+                         "17.1 %% against 15.0 %% from their halves before the runs: montage_example/RESULTS.md)")
     ap.add_argument("--interleave", action="store_true",
                     help="measure an envelope's --sweep-repeat repeats as that many appended sweeps of one repeat "
                          "(a point's repeats minutes apart) instead of back to back (seconds apart); ~10 %% slower, "
