@@ -36,12 +36,11 @@ SLOTS = 2
 # own call size; and reads with no cache dropped: a stage reading what the run wrote reads it warm; and small
 # files at 16 per process: a process's first op costs more than its next; and the 8 KiB writes and local reads
 # beside one computing process per host: a stage whose neighbours compute while it does I/O waits for a CPU; and
-# the 8 KiB writes 200 us apart: a task computing between its calls pays for daemons that idled meanwhile; and
-# local reads right after their writes: a task reading what its host wrote a moment before skips a lookup.
+# the 8 KiB writes 200 us apart: a task computing between its calls pays for daemons that idled meanwhile.
 SWEEP = ["--sizes", "4k,12k,16k,64k,128k,256k,512k,1m", "--procs", "1,2", "--host-counts", "1,4", "--repeat", "1",
          "--precision", "0", "--time-budget", "0", "--ops-per-proc", "1"]
-ENVELOPE, SMALL_CALLS, WARM, MANY, LOADED, APART, YOUNG = ("bed4", "bed4-8k", "bed4-warm", "bed4-many",
-                                                         "bed4-8k-hogs1", "bed4-8k-apart200", "bed4-young")
+ENVELOPE, SMALL_CALLS, WARM, MANY, LOADED, APART = ("bed4", "bed4-8k", "bed4-warm", "bed4-many", "bed4-8k-hogs1",
+                                                  "bed4-8k-apart200")
 RUN = "montage-demo"
 READS = "T1L,B1L,T1R,B1R,TN,BN"
 
@@ -105,8 +104,6 @@ class Demo:
         sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", APART, *SWEEP,
             "--block", "8k", "--metrics", "TL,BL", "--call-gap-us", "200"],
            "mtcenvelope measure --call-gap-us 200", capture=False)
-        sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", YOUNG, "--sizes",
-            "4k,12k,16k,64k,128k,256k", *SWEEP[2:], "--young"], "mtcenvelope measure --young", capture=False)
 
     def sky(self):
         self.src = os.path.join(self.out, "sky")
@@ -158,7 +155,7 @@ class Demo:
                 "--envelope", f"{self.db}:{ENVELOPE}", "--envelope", f"{self.db}:{SMALL_CALLS}",
                 "--envelope", f"{self.db}:{WARM}", "--envelope", f"{self.db}:{MANY}",
                 "--envelope", f"{self.db}:{LOADED}", "--envelope", f"{self.db}:{APART}",
-                "--envelope", f"{self.db}:{YOUNG}", "--validate", f"{self.db}:{RUN}",
+                "--validate", f"{self.db}:{RUN}",
                 "--out", os.path.join(self.out, "predict"), "--bootstrap", "20"], "mtcpredict")
         print("  " + r.stdout.rstrip().replace("\n", "\n  "))
 

@@ -1,7 +1,7 @@
 """Benchmark: mtcpredict's accuracy on real Montage runs — every stage measured vs predicted.
 
 On a 4-host testbed: quick envelope sweeps (one file per process, one per --block: the envelope's bytes per
-call, one of warm reads, --drop-caches off, one of young reads, --young, one of 16 files per process; the --bracket
+call, one of warm reads, --drop-caches off, one of 16 files per process (--young: one of young reads); the --bracket
 envelopes last, and again after the runs), then for tiles x hosts the Montage workflow traced under Rake with the
 plugin and placement (2 slots per host), each configuration --repeat times; `mtcprof model` of every run, and
 `mtcpredict --validate` of each run
@@ -399,10 +399,11 @@ def main():
     ap.add_argument("--no-warm", dest="warm", action="store_false",
                     help="no envelope of warm reads (--drop-caches off; the refined model's warm_reads uses it for "
                          "the bytes a stage reads of files the run wrote)")
-    ap.add_argument("--no-young", dest="young", action="store_false",
-                    help="no envelope of young reads (mtcenvelope --young, sizes <= 256 KiB: local reads right after "
-                         "their write run; the refined model's young_reads uses it for the bytes a stage reads of "
-                         "files its host wrote < 1 s before)")
+    ap.add_argument("--young", action="store_true",
+                    help="also an envelope of young reads (mtcenvelope --young, sizes <= 256 KiB: local reads right "
+                         "after their write run; the refined model's young_reads uses it for the bytes a stage reads "
+                         "of files its host wrote < 1 s before). Off by default: a read's cost follows how long the "
+                         "host's I/O path idled before it, not the file's age (montage_example/RESULTS.md)")
     ap.add_argument("--no-many-files", dest="many_files", action="store_false",
                     help="no envelope of 16 files per process (sizes <= 256 KiB; the refined model's first_op uses it "
                          "for stages whose processes open several files in turn)")
