@@ -97,7 +97,7 @@ def engine_argv(op: str, *, path: str | None = None, file_list: str | None = Non
                 block: int | None = None, backend: str = "posix",
                 start_at_ns: int | None = None, timeout: float | None = None,
                 fsync: bool = False, rank_base: int = 0, compute_ms: int = 0, hogs: int = 0, gap_us: int = 0,
-                exe: str | os.PathLike | None = None) -> list[str]:
+                idle_ms: int = 0, exe: str | os.PathLike | None = None) -> list[str]:
     """argv of one engine run. ``path`` may hold {rank}, {lrank}, {i}, {host}; a path without
     placeholders makes every process use the same file (N-to-1)."""
     if op not in ("create", "write", "read", "stat", "fstat"):
@@ -125,6 +125,8 @@ def engine_argv(op: str, *, path: str | None = None, file_list: str | None = Non
         argv += ["--hogs", str(int(hogs))]
     if gap_us:
         argv += ["--gap-us", str(int(gap_us))]
+    if idle_ms:
+        argv += ["--idle-ms", str(int(idle_ms))]
     return argv
 
 

@@ -261,11 +261,32 @@ def test_gap_spins_between_calls_and_leaves_them_out_of_the_ops(exe, tmp_path):
     assert r.meta["gap_us"] == "0"
 
 
+def test_idle_sleeps_before_every_op_but_the_first_and_leaves_it_out(exe, tmp_path):
+    """--idle-ms N: a worker sleeps N ms before each op after its first; the sleeps are out of its times: 3 reads, 2
+    sleeps of 150 ms, on two workers."""
+    for r_ in range(2):
+        for i in range(3):
+            (tmp_path / f"d{r_}_{i}").write_bytes(b"y" * 1000)
+    t = time.monotonic()
+    cp, r = run(exe, "--op", "read", "--procs", "2", "--files-per-proc", "3", "--size", "1000",
+                "--path", str(tmp_path / "d{rank}_{i}"), "--idle-ms", "150")
+    wall = time.monotonic() - t
+    assert cp.returncode == 0, cp.stderr
+    assert r.meta["idle_ms"] == "150" and [x.bytes for x in r.records] == [1000] * 6
+    assert wall >= 0.3                                     # two sleeps per worker, the workers side by side
+    for rank in (0, 1):
+        a, b, c = sorted((x for x in r.records if x.rank == rank), key=lambda x: x.i)
+        assert 0 <= b.t_start_ns - a.t_end_ns < 100_000_000 and 0 <= c.t_start_ns - b.t_end_ns < 100_000_000
+    assert float(r.summary["span_s"]) < 0.2                # not the 300 ms slept
+    assert eng.engine_argv("read", path="p", idle_ms=40)[-2:] == ["--idle-ms", "40"]
+
+
 @pytest.mark.parametrize("args,msg", [
     ([], "--op is required"),
     (["--op", "read", "--path", "x", "--hogs", "-1"], "--hogs"),
     (["--op", "read", "--path", "x", "--compute-ms", "-5"], "--compute-ms"),
     (["--op", "read", "--path", "x", "--gap-us", "-1"], "--gap-us"),
+    (["--op", "read", "--path", "x", "--idle-ms", "-1"], "--idle-ms"),
     (["--op", "copy", "--path", "x"], "--op: expected create, write, read, stat or fstat"),
     (["--op", "read"], "exactly one of --path"),
     (["--op", "read", "--path", "x", "--file-list", "y"], "exactly one of --path"),

@@ -20,6 +20,10 @@
  *    t_end_ns are moved back by the spins before them): on a 2-vCPU VM with TCP_NODELAY, 1.6 MB
  *    in 8 KiB calls took 21-28 ms back to back and 32-40 ms of calls alone 200 us apart
  *    (gfarm2fs's threads idle between calls and are woken for each).
+ *  - --idle-ms N sleeps N ms before each of a worker's ops after its first, left out of its times: a small
+ *    read costs more the longer the host's I/O path idled before it (1 KiB on a 2-vCPU testbed: 0.8 ms
+ *    back to back, 1.0 after 20 ms idle, 1.4 after 50, 1.9 after 300), and a worker's first op follows
+ *    the launch's idle, whatever N;
  *  - --hogs N runs N processes that only compute beside the workers, from the start until the last
  *    worker ends: a host whose tasks compute while others do I/O (gfarm2fs and gfsd need a CPU for
  *    every call; on a 2-vCPU VM with TCP_NODELAY, 535 KB in 8 KiB calls: ~8 ms idle, ~16 ms beside
@@ -64,7 +68,7 @@ struct rec {
 static struct {
     const mtc_backend *be;
     enum op op;
-    int procs, files, fsync, rank_base, compute_ms, hogs, gap_us;
+    int procs, files, fsync, rank_base, compute_ms, hogs, gap_us, idle_ms;
     int64_t size, block, start_at;
     double timeout;
     const char *pattern;
@@ -108,6 +112,8 @@ static void usage(FILE *f)
 "                          first op, which is timed from then (default 0)\n"
 "  --gap-us N              every worker computes (spins) N us between two data calls of\n"
 "                          an op; the op's time leaves the spins out (default 0)\n"
+"  --idle-ms N             every worker sleeps N ms before each op after its first; the\n"
+"                          op's time leaves the sleep out (default 0)\n"
 "  --hogs N                N more processes compute (spin) from the start until the last\n"
 "                          worker ends: I/O beside a CPU load (default 0)\n"
 "output: '#' meta line, TSV header, one line per op, '#summary' line (key=value)\n");
@@ -335,6 +341,13 @@ static void worker(int r, int go_r, int ready_w)
     for (int i = 0; i < o.files; i++) {
         struct rec *rc = mine + i;
         path_of(r, i, path);
+        if (i > 0 && o.idle_ms > 0) {
+            int64_t t = now_ns();
+            struct timespec d = {o.idle_ms / 1000, (long)(o.idle_ms % 1000) * 1000000L};
+            while (nanosleep(&d, &d) < 0 && errno == EINTR)
+                ;
+            spun += now_ns() - t;
+        }
         rc->t0 = now_ns() - spun;
         __atomic_store_n(&rc->state, ST_RUNNING, __ATOMIC_RELEASE);
         rc->err = one_op(path, buf, rc);
@@ -373,7 +386,8 @@ int main(int argc, char **argv)
         {"size", 1, 0, 's'}, {"block", 1, 0, 'B'}, {"files-per-proc", 1, 0, 'k'},
         {"path", 1, 0, 'P'}, {"file-list", 1, 0, 'L'}, {"start-at", 1, 0, 'S'},
         {"timeout", 1, 0, 't'}, {"fsync", 0, 0, 'f'}, {"rank-base", 1, 0, 'r'}, {"compute-ms", 1, 0, 'c'},
-        {"hogs", 1, 0, 'H'}, {"gap-us", 1, 0, 'g'}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+        {"hogs", 1, 0, 'H'}, {"gap-us", 1, 0, 'g'}, {"idle-ms", 1, 0, 'I'}, {"help", 0, 0, 'h'},
+        {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     const char *opname = NULL, *bename = "posix", *listfile = NULL;
     int size_given = 0;
     o.procs = 1; o.files = 1; o.block = 1 << 20; o.timeout = 300; o.start_at = -1;
@@ -408,6 +422,7 @@ int main(int argc, char **argv)
         case 'r': o.rank_base = (int)parse_int(optarg, "--rank-base", 0, 1 << 30); break;
         case 'c': o.compute_ms = (int)parse_int(optarg, "--compute-ms", 0, 600000); break;
         case 'g': o.gap_us = (int)parse_int(optarg, "--gap-us", 0, 10000000); break;
+        case 'I': o.idle_ms = (int)parse_int(optarg, "--idle-ms", 0, 600000); break;
         case 'H': o.hogs = (int)parse_int(optarg, "--hogs", 0, MAX_PROCS); break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("mtcengine %s\n", VERSION); return 0;
@@ -574,9 +589,9 @@ int main(int argc, char **argv)
     /* ---------------------------------------------------------------- report */
     printf("#mtcengine\tversion=%s\tbackend=%s\top=%s\tprocs=%d\tfiles_per_proc=%d\t"
            "size=%lld\tblock=%lld\tfsync=%d\trank_base=%d\thost=%s\tstart_at=%lld\t"
-           "timeout_s=%g\tcompute_ms=%d\thogs=%d\tgap_us=%d\n", VERSION, o.be->name, op_names[o.op], o.procs,
-           o.files, (long long)o.size, (long long)o.block, o.fsync, o.rank_base, o.host,
-           (long long)o.start_at, o.timeout, o.compute_ms, o.hogs, o.gap_us);
+           "timeout_s=%g\tcompute_ms=%d\thogs=%d\tgap_us=%d\tidle_ms=%d\n", VERSION, o.be->name, op_names[o.op],
+           o.procs, o.files, (long long)o.size, (long long)o.block, o.fsync, o.rank_base, o.host,
+           (long long)o.start_at, o.timeout, o.compute_ms, o.hogs, o.gap_us, o.idle_ms);
     printf("rank\ti\top\tpath\tbytes\tt_start_ns\tt_end_ns\tok\terrno\terror\n");
     long ok = 0, failed = 0;
     int64_t bytes = 0, first = INT64_MAX, last = 0;
