@@ -19,8 +19,12 @@ For each host count h, file size S, processes per host P and repeat r (DESIGN.md
 * young (``--young``): T1L/B1L alone, read at once after the write run (no check, no cache drop in
   between; the replicas checked after the read): files another process wrote on the reader's host
   ~0.2 s before, within FUSE's entry and attribute timeouts (1 s by default), as Montage's
-  mFitplane reads mDiff's output ~0.1 s after it (montage_example/RESULTS.md: cheaper at one
-  process in one check, not on a later pass);
+  mFitplane reads mDiff's output ~0.1 s after it (montage_example/RESULTS.md: checked alone, the
+  age made no read cheaper; the idle before it did);
+* after idling (``--idle-ms N``): reads only, each reader sleeping N ms before each op after its
+  first and its first op dropped (it follows the launch's idle, ~0.2 s or more; its mean time is
+  kept in the config as first_op_s): a small read costs more the longer the host's I/O path idled
+  before it, and a task's first read follows the idle since the host's last I/O;
 * T1R/B1R: host j reads the files host (j+1) mod h wrote (replica elsewhere, checked above);
 * TN/BN: every process reads one shared file written once per size by the first host;
 * before each read run no cache may serve the inputs: on the testbed (one kernel, root) every
@@ -54,7 +58,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from . import engine as eng
@@ -187,13 +191,16 @@ class Sweep:
     call_gap_us: int = 0
     # T1L/B1L only, read at once after their write run: files written on the reader's host ~0.2 s before
     young: bool = False
+    # reads only: every reader sleeps this long before each op after its first (engine --idle-ms), whose time is
+    # dropped from the point: a small read costs more the longer the host's I/O path idled before it
+    idle_ms: int = 0
 
     def k_for(self, size: int) -> int:
         """Operations per process: enough bytes per process (2 MiB) to time a small file,
         one op for a big one, 1..16."""
         if self.ops_per_proc:
             return self.ops_per_proc
-        return max(1, min(16, math.ceil(2 * MiB / max(1, size))))
+        return max(2 if self.idle_ms else 1, min(16, math.ceil(2 * MiB / max(1, size))))
 
 
 @dataclass
@@ -543,7 +550,7 @@ class Measurer:
                                backend=self.t.backend, start_at_ns=start,
                                timeout=self.sw.timeout, fsync=self.sw.fsync and op in ("create", "write"),
                                rank_base=rank_base, compute_ms=compute_ms, hogs=self.sw.hogs_per_host,
-                               gap_us=self.sw.call_gap_us,
+                               gap_us=self.sw.call_gap_us, idle_ms=self.sw.idle_ms if op == "read" else 0,
                                exe=self.t.engine)
 
     def base_config(self, **kw) -> dict[str, Any]:
@@ -555,6 +562,8 @@ class Measurer:
             cfg["call_gap_us"] = self.sw.call_gap_us
         if self.sw.young:
             cfg["young"] = True
+        if self.sw.idle_ms:
+            cfg["idle_ms"] = self.sw.idle_ms
         cfg.update(kw)
         return cfg
 
@@ -564,6 +573,8 @@ class Measurer:
         rep = step.rep + self.repeat_base
         cfg = {**cfg, "start_delay_s": round(self.last_delay, 3),
                "step_s": round(time.monotonic() - self.step_t0, 3)}
+        if self.sw.idle_ms and runs and metric not in ("Tm", "Ts", "Tf"):
+            runs, cfg = _after_idle(runs, cfg)
         if err and not runs:
             pts = _failed(metric, size, step.ppn, step.h, rep, err, cfg)
         else:
@@ -948,6 +959,20 @@ class Measurer:
             a.kill()
 
 
+IDLE_METRICS = ("T1L", "B1L", "T1R", "B1R", "TN", "BN")
+
+
+def _after_idle(runs, cfg):
+    """The runs without each worker's first op (it follows the launch's idle, not --idle-ms), whose mean time goes
+    in the config as first_op_s: its ratio to the point's time per op is one of the same minute."""
+    firsts = [(x.t_end_ns - x.t_start_ns) / 1e9 for r in runs for x in r.records if x.i == 0 and x.ok]
+    cfg = {**cfg, "op": cfg.get("op", "") + f", {cfg.get('idle_ms')} ms idle before each; each process's first "
+           "op dropped"}
+    if firsts:
+        cfg["first_op_s"] = round(sum(firsts) / len(firsts), 7)
+    return [replace(r, records=[x for x in r.records if x.i > 0]) for r in runs], cfg
+
+
 def _failed(metric, size, ppn, h, rep, err, cfg) -> list[Point]:
     return [Point.failed(m, size, ppn, h, rep, "native", err, eng_version(), cfg)
             for m in eng.measured_together(metric)]
@@ -975,6 +1000,11 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
     if sweep.young and set(sweep.metrics) - {"T1L", "B1L"}:
         raise MeasureError("young reads (--young) measure T1L and B1L only, not "
                            + ", ".join(m for m in sweep.metrics if m not in ("T1L", "B1L")))
+    if sweep.idle_ms and set(sweep.metrics) - set(IDLE_METRICS):
+        raise MeasureError("reads after idling (--idle-ms) measure reads only, not "
+                           + ", ".join(m for m in sweep.metrics if m not in IDLE_METRICS))
+    if sweep.idle_ms and sweep.ops_per_proc == 1:
+        raise MeasureError("--idle-ms needs 2 or more ops per process: the first, after the launch, is dropped")
     hcs = sweep.host_counts or [len(target.hosts)]
     if any(h < 1 or h > len(target.hosts) for h in hcs):
         raise MeasureError(f"host counts {hcs} must be within 1..{len(target.hosts)}")
@@ -1003,7 +1033,7 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "precision": sweep.precision, "max_repeat": sweep.max_repeat,
             "time_budget_s": sweep.time_budget, "budget_factor": sweep.budget_factor,
             "block": sweep.block, "ops_per_proc": sweep.ops_per_proc, "hogs_per_host": sweep.hogs_per_host,
-            "call_gap_us": sweep.call_gap_us, "young": sweep.young}
+            "call_gap_us": sweep.call_gap_us, "young": sweep.young, "idle_ms": sweep.idle_ms}
     if row is not None:
         set_status(conn, name, "running")
 

@@ -161,6 +161,28 @@ def test_an_envelope_of_young_reads(testbed, tmp_path):
     assert cp.returncode == 2 and "--young measures T1L and B1L only" in cp.stderr
 
 
+def test_an_envelope_of_reads_after_idling(testbed, tmp_path):
+    """--idle-ms: reads only, each reader sleeping before each op after its first; the first op (after the launch)
+    is dropped, its mean time kept as first_op_s: 3 ops per process, 2 timed, on 2 hosts."""
+    db = tmp_path / "i.db"
+    t = time.monotonic()
+    measure("--db", db, "--name", "idle", "--sizes", "4k", "--procs", "1", "--host-counts", "2", "--repeat", "1",
+            "--precision", "0", "--ops-per-proc", "3", "--idle-ms", "300", "--metrics", "T1L,B1L,T1R,B1R", "--quiet")
+    assert time.monotonic() - t >= 1.2                     # 2 reads x 2 sleeps of 0.3 s, one after the other
+    df = load(db, "idle")
+    assert df["ok"].all() and sorted(df.metric) == ["B1L", "B1R", "T1L", "T1R"], df[["metric", "ok", "error"]]
+    for c in df.config:
+        assert c["idle_ms"] == 300 and c["engine_ops"] == 4 and c["ops"] == 4 and c["first_op_s"] > 0
+        assert c["ops_per_proc"] == 3 and c["op"].endswith("300 ms idle before each; each process's first op dropped")
+        assert c["span_s"] < 0.3                           # the sleeps are out of the times
+    for args, msg in [(["--metrics", "TL"], "measure reads only, not TL"),
+                      (["--ops-per-proc", "1"], "needs 2 or more ops per process"),
+                      (["--young"], "--idle-ms and --young: give one")]:
+        cp = subprocess.run(CLI + ["--db", str(db), "--name", "i2", "--idle-ms", "50", *args], capture_output=True,
+                            text=True, timeout=60)
+        assert cp.returncode == 2 and msg in cp.stderr, cp.stderr
+
+
 @pytest.mark.parametrize("counts,expect", [("1..all", [1, 2, 3, 4]), ("4,2", [4, 2])])
 def test_host_counts_sweep(testbed, tmp_path, counts, expect):
     """Every host count writes and reads its own files (the cleanup of one host count used to
