@@ -23,6 +23,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
         files_per_process: FLOAT?      # data files one process opens in turn (mean over processes moving data)
         cpu_load: FLOAT?               # tasks computing on a host beside the stage's I/O (db/overlap.py; I/O-time mean)
         compute_per_call_us: FLOAT?    # a task's time outside I/O per file-system call, us (median over tasks)
+        idle_before_ms: FLOAT?         # the host's I/O idle before a task's first open, ms (median over tasks)
         read:                          # 1-to-1 reads (file read by exactly one task of the stage)
           bytes_per_task: {min, mean, max}   # D (mean); bytes actually read per task
           files_per_task: FLOAT
@@ -200,6 +201,7 @@ class Stage:
     files_per_process: float | None = None
     cpu_load: float | None = None
     compute_per_call_us: float | None = None
+    idle_before_ms: float | None = None
     measured: Measured = field(default_factory=Measured)
     envelope: StageEnvelope | None = None
 

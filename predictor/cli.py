@@ -134,6 +134,9 @@ def _run(a) -> int:
         return _fail(str(e))
     surfaces = []
     for e in envs:
+        if e.idle_ms:
+            return _fail(f"envelope {e.origin} was measured after {e.idle_ms} ms idle before each read "
+                         "(mtcenvelope --idle-ms): the predictor does not take such envelopes")
         sf = EnvelopeSurface().fit(e.points)
         sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us = e.block, e.cold, e.ops_per_proc, e.hogs, e.call_gap_us
         sf.young = e.young

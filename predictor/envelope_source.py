@@ -62,6 +62,12 @@ class EnvelopeData:
         return bool(self._said("young"))
 
     @property
+    def idle_ms(self) -> int:
+        """Milliseconds every reader slept before each op after its first (--idle-ms; 0: back to back)."""
+        v = self._said("idle_ms")
+        return int(v) if v else 0
+
+    @property
     def call_gap_us(self) -> int:
         """Microseconds every process computed between two calls (--call-gap-us; 0: back to back)."""
         v = self._said("call_gap_us")

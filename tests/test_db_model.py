@@ -1,5 +1,7 @@
 """mtcprof model: the workflow YAML from a traced run, and the schema loader's checks."""
 import copy
+import threading
+import time
 import sys
 
 import pytest
@@ -243,6 +245,35 @@ def test_failed_lookups_are_counted_per_task(tmp_path, capsys):
           "os.close(fd)\n")
     md = two_tasks_metadata(tmp_path, capsys, d, py)
     assert (md.failed_per_task, md.stats_per_task, md.creates_per_task) == (2.0, 0.0, 1.0)
+
+
+def test_idle_before_ms_is_the_hosts_io_idle_before_a_tasks_first_open(tmp_path, capsys):
+    """Task h (stage H, the host's first I/O) holds a open for 1 s; r0 (stage R0) opens b 0.3 s into it: idle 0;
+    r4 (stage R4) opens c 0.4 s after h closed a."""
+    from test_db_ingest import traced
+    d, logs = tmp_path / "d", tmp_path / "logs"
+    d.mkdir(), logs.mkdir()
+    for n in "abc":
+        (d / n).write_bytes(b"x" * 100)
+    rd = "dd if={} of=/dev/null status=none"
+    res = {}
+
+    def task(name, stage, cmd):
+        res[name] = traced(logs, ["sh", "-c", f"cd {d} && {cmd}"], name, stage, "I", MTCPROF_INCLUDE=str(d))
+    h = threading.Thread(target=task, args=("h", "H", "exec 3<a; sleep 1; exec 3<&-"))
+    h.start()
+    time.sleep(0.3)
+    task("r0", "R0", rd.format("b"))
+    h.join()
+    task("r4", "R4", f"sleep 0.4 && {rd.format('c')}")
+    assert all(r.returncode == 0 for r in res.values()), [r.stderr for r in res.values()]
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
+    out = tmp_path / "wf.yaml"
+    assert run_model(["--db", str(db), "--run", "I", "-o", str(out)], capsys)[0] == 0
+    w = wm.load(str(out))
+    assert (w.stage("H").idle_before_ms, w.stage("R0").idle_before_ms) == (None, 0.0)
+    assert 400 <= w.stage("R4").idle_before_ms < 900
 
 
 def test_young_fraction_is_the_share_read_within_a_second_of_its_write_on_the_host(tmp_path, capsys):

@@ -243,6 +243,15 @@ def test_an_envelope_of_calls_apart_blends_by_compute_per_call(tmp_path):
     r = predict(MONTAGE, "--envelope", apart)
     assert r.returncode == 2 and "computing between calls (--call-gap-us) or of young reads (--young): give one of idle hosts" in r.stderr
 
+
+def test_an_envelope_of_reads_after_idling_is_refused(tmp_path):
+    idle = _envelope_twin(tmp_path / "idle.yaml", {"idle_ms": 80}, writes_slower=1)
+    r = predict(MONTAGE, "--envelope", _write(tmp_path / "e.yaml", _shipped_envelope()), "--envelope", idle)
+    assert r.returncode == 2
+    assert f"envelope {idle} was measured after 80 ms idle before each read (mtcenvelope --idle-ms)" in r.stderr, \
+        r.stderr
+
+
 def test_envelope_lacking_a_metric_is_named(tmp_path):
     f, _ = _envelope_db(tmp_path, {"Tm", "TL", "BL", "T1L", "B1L", "T1R", "B1R"})
     r = predict(MONTAGE, "--envelope", f)
