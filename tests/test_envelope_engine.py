@@ -239,6 +239,21 @@ def test_hogs_compute_beside_the_workers_and_end_with_them(exe, tmp_path):
     assert r.meta["hogs"] == "0"
 
 
+def test_hogs_already_run_when_the_first_op_comes(exe, tmp_path):
+    """The hogs start before the start wait (a load starting with the first op delayed it by a time slice): with
+    the start 0.5 s away, one hog spins through the wait; without --start-at, the go waits >= 100 ms for them."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+    start = time.time_ns() + 500_000_000
+    cp, r = run(exe, "--op", "write", "--size", "4k", "--path", str(tmp_path / "s{i}"), "--hogs", "1",
+                "--start-at", str(start))
+    spent = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before
+    assert cp.returncode == 0 and r.summary["ok"] == "1", cp.stderr
+    assert spent >= 0.35 and r.records[0].t_start_ns >= start
+    t = time.monotonic()
+    cp, r = run(exe, "--op", "write", "--size", "4k", "--path", str(tmp_path / "n{i}"), "--hogs", "1")
+    assert cp.returncode == 0 and time.monotonic() - t >= 0.1
+
+
 def test_gap_spins_between_calls_and_leaves_them_out_of_the_ops(exe, tmp_path):
     """--gap-us N: N us of computing between two data calls of an op (not after the last), left out of the op's
     time and, op after op, out of the worker's later times: 2 files of 10 calls each, 9 gaps of 20 ms per file."""
