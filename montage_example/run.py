@@ -10,13 +10,14 @@ placement:
              host-to-mount map shifted by one): every placed task runs away from its data, for comparison;
   "none"     the plugin traces, every task runs on the first host.
 Rake runs as root in the first host's view of the folder (the master), as in the plugin's own test; each
-task runs as the testbed user on its host through `mtcbed exec`, in that host's gfarm2fs mount, so its
-outputs are stored on the host that ran it.
+task runs as the testbed user on its host through a launcher doing what `mtcbed exec` does, in that host's
+gfarm2fs mount, so its outputs are stored on the host that ran it.
 """
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -101,16 +102,22 @@ def make_logdir(bed: Bed) -> str:
     return d
 
 
-def _shifted(bed: Bed, hosts: list) -> tuple[str, str, str]:
-    """(folder, launcher template, mount template) running the task placed on hosts[i] on hosts[i+1]."""
-    d = tempfile.mkdtemp(prefix="mtcshift.")
+def _launchers(bed: Bed, hosts: list, shift: int = 0) -> tuple[str, str, str]:
+    """(folder, launcher template, mount template) running the task placed on hosts[i] on hosts[i + shift]: a
+    shell script per host doing what `mtcbed exec` does (enter the host's namespaces as the testbed user, with its
+    Gfarm config) in ~3 ms, not a Python start of ~30 ms of CPU per task, which kept the testbed's 2 vCPUs busy
+    between tasks and made their small I/O cheaper than on an idle machine (montage_example/RESULTS.md)."""
+    from mtcio.testbed.sh import as_user, in_host, user_env
+    d = tempfile.mkdtemp(prefix="mtclaunch.")
     os.chmod(d, 0o755)
+    ident = {k: v for k, v in user_env().items() if k in ("HOME", "USER", "LOGNAME", "GFARM_CONFIG_FILE")}
     for i, h in enumerate(hosts):
-        nxt = hosts[(i + 1) % len(hosts)]
-        os.symlink(bed.mounts[nxt], os.path.join(d, f"mnt-{h}"))
+        to = hosts[(i + shift) % len(hosts)]
+        os.symlink(bed.mounts[to], os.path.join(d, f"mnt-{h}"))
         script = os.path.join(d, f"launch-{h}")
         with open(script, "w") as fh:
-            fh.write("#!/bin/sh\nexec " + " ".join(MTCBED) + f" exec {nxt} -- \"$@\"\n")
+            fh.write("#!/bin/sh\nexport " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(ident.items()))
+                     + "\nexec " + " ".join(map(shlex.quote, in_host(to, as_user([])))) + ' "$@"\n')
         os.chmod(script, 0o755)
     return d, os.path.join(d, "launch-{host}"), os.path.join(d, "mnt-{host}")
 
@@ -136,18 +143,13 @@ def run_workflow(bed: Bed, top: str, hosts: list, *, run: str, db: str, logdir: 
                MTCPROF_GFARM_CMD=gfarm)
     from mtcio.preload.testing import LIB
     env["MTCPROF_LIB"] = LIB
-    shift_dir = None
-    if placement == "with":
-        env.update(MTCPROF_LAUNCHER=" ".join(MTCBED) + " exec {host} --", MTCPROF_MOUNT="/mnt/mtcbed/{host}")
-    elif placement == "against":
-        shift_dir, launcher, mount = _shifted(bed, hosts)
-        env.update(MTCPROF_LAUNCHER=launcher, MTCPROF_MOUNT=mount)
-    elif placement == "none":
-        env.update(MTCPROF_LAUNCHER=" ".join(MTCBED) + " exec {host} --", MTCPROF_MOUNT="/mnt/mtcbed/{host}")
+    if placement not in ("with", "against", "none"):
+        raise ValueError(placement)
+    if placement == "none":
         hosts = hosts[:1]
         slots = slots * len(bed.hosts)
-    else:
-        raise ValueError(placement)
+    shift_dir, launcher, mount = _launchers(bed, hosts, 1 if placement == "against" else 0)
+    env.update(MTCPROF_LAUNCHER=launcher, MTCPROF_MOUNT=mount if placement == "against" else "/mnt/mtcbed/{host}")
     env["MTCPROF_HOSTS"] = " ".join(f"{h}:{slots}" for h in hosts)
     env.update(extra_env or {})
     jobs = slots * len(hosts)
