@@ -509,7 +509,7 @@ int main(int argc, char **argv)
     int64_t t_go = 0;
 
     /* the hogs start now, before the barrier and the start wait: forked at the go, a hog's first time slice came
-       with the workers' first ops (a 16 KiB read 6.8-11.5 ms against 1.7-3.1 without it, 1.0-1.2 once it ran) */
+       with the workers' first ops (one 16 KiB read: 6.8-11.5 ms beside it, 1.6 once it ran, 2.5 without it) */
     pid_t *hogs = calloc(o.hogs ? o.hogs : 1, sizeof *hogs);
     int nhogs = 0;
     for (; nhogs < o.hogs; nhogs++) {
