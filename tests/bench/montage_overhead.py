@@ -1,9 +1,9 @@
 """Benchmark: what tracing costs a real Montage run on gfarm2fs — the workflow traced vs untraced, alternating.
 
 Both runs are the same Rake + plugin + placement run on a 4-host testbed (each task on the host holding its
-input, started by `mtcbed exec`), in a fresh Gfarm folder each time; the untraced one preloads an empty shared
-library instead of the mtcprof shim, so the only difference is the shim.  Ingest is off in both (it runs after
-the workflow; its time is shown apart).  Runs alternate (traced first in even rounds, untraced first in odd ones);
+input, started by a shell script doing what `mtcbed exec` does), in a fresh Gfarm folder each time; the untraced
+one preloads an empty shared library instead of the mtcprof shim, so the only difference is the shim.  Ingest is
+off in both (it runs after the workflow; its time is shown apart).  Runs alternate (traced first in even rounds, untraced first in odd ones);
 the figure is median(traced) / median(untraced) wall time, with the per-round ratios beside it.
 
     python tests/bench/montage_overhead.py [--preset demo|tiny|paper] [--repeat 3] [--hosts 4]
