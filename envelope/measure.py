@@ -573,7 +573,7 @@ class Measurer:
         rep = step.rep + self.repeat_base
         cfg = {**cfg, "start_delay_s": round(self.last_delay, 3),
                "step_s": round(time.monotonic() - self.step_t0, 3)}
-        if self.sw.idle_ms and runs and metric not in ("Tm", "Ts", "Tf"):
+        if self.sw.idle_ms and runs and metric in IDLE_METRICS:
             runs, cfg = _after_idle(runs, cfg)
         if err and not runs:
             pts = _failed(metric, size, step.ppn, step.h, rep, err, cfg)

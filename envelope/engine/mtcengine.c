@@ -25,8 +25,8 @@
  *    back to back, 1.0 after 20 ms idle, 1.4 after 50, 1.9 after 300), and a worker's first op follows
  *    the launch's idle, whatever N;
  *  - --hogs N runs N processes that only compute beside the workers, from >= 100 ms before the start
- *    until the last worker ends: a host whose tasks compute while others do I/O (gfarm2fs and gfsd need a CPU for
- *    every call; on a 2-vCPU VM with TCP_NODELAY, 535 KB in 8 KiB calls: ~8 ms idle, ~16 ms beside
+ *    until the last worker ends: a host whose tasks compute while others do I/O (gfarm2fs and gfsd need a
+ *    CPU for every call; on a 2-vCPU VM with TCP_NODELAY, 535 KB in 8 KiB calls: ~8 ms idle, ~16 ms beside
  *    one such process per host).
  *
  * Exit status: 0 all ops ok, 1 some op failed, 2 bad arguments, 3 timeout (workers killed),
@@ -218,6 +218,14 @@ static void spin_until(int64_t until)
             x = x * 6364136223846793005ULL + 1;
 }
 
+/* sleep ns nanoseconds, through signals */
+static void sleep_ns(int64_t ns)
+{
+    struct timespec d = {ns / 1000000000, (long)(ns % 1000000000)};
+    while (nanosleep(&d, &d) < 0 && errno == EINTR)
+        ;
+}
+
 /* --gap-us: compute between two data calls; returns the ns spun, which the op's time leaves out */
 static int64_t gap(void)
 {
@@ -344,9 +352,7 @@ static void worker(int r, int go_r, int ready_w)
         path_of(r, i, path);
         if (i > 0 && o.idle_ms > 0) {
             int64_t t = now_ns();
-            struct timespec d = {o.idle_ms / 1000, (long)(o.idle_ms % 1000) * 1000000L};
-            while (nanosleep(&d, &d) < 0 && errno == EINTR)
-                ;
+            sleep_ns((int64_t)o.idle_ms * 1000000);
             spun += now_ns() - t;
         }
         rc->t0 = now_ns() - spun;
@@ -560,15 +566,8 @@ int main(int argc, char **argv)
         while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR)
             ;
     }
-    if (nhogs) {         /* a load already running when the first op comes, not one starting with it */
-        struct timespec ts = {0, 0};
-        int64_t wait = t_hogs + HOG_LEAD_NS - now_ns();
-        if (wait > 0) {
-            ts.tv_nsec = (long)wait;
-            while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
-        }
-    }
+    if (nhogs && t_hogs + HOG_LEAD_NS > now_ns())   /* a load already running when the first op comes */
+        sleep_ns(t_hogs + HOG_LEAD_NS - now_ns());
     t_go = now_ns();
     close(go[1]);                               /* go: every worker's read() returns 0 */
 

@@ -3,8 +3,9 @@
 Both runs are the same Rake + plugin + placement run on a 4-host testbed (each task on the host holding its
 input, started by a shell script doing what `mtcbed exec` does), in a fresh Gfarm folder each time; the untraced
 one preloads an empty shared library instead of the mtcprof shim, so the only difference is the shim.  Ingest is
-off in both (it runs after the workflow; its time is shown apart).  Runs alternate (traced first in even rounds, untraced first in odd ones);
-the figure is median(traced) / median(untraced) wall time, with the per-round ratios beside it.
+off in both (it runs after the workflow; its time is shown apart).  Runs alternate (traced first in even rounds,
+untraced first in odd ones); the figure is median(traced) / median(untraced) wall time, with the per-round ratios
+beside it.
 
     python tests/bench/montage_overhead.py [--preset demo|tiny|paper] [--repeat 3] [--hosts 4]
 """
