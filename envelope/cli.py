@@ -154,6 +154,12 @@ def parser() -> argparse.ArgumentParser:
                    help="H processes per host only compute (spin) beside every measured run: the "
                    "envelope of hosts whose CPUs tasks keep busy (default 0). mtcpredict blends it "
                    "with an idle envelope by each stage's traced cpu_load (refinement cpu_load)")
+    m.add_argument("--hogs-per-kernel", type=int, default=0, metavar="K",
+                   help="K processes per kernel only compute (spin) beside every measured run: on a "
+                   "testbed, whose hosts share this machine's kernel, K in all; on separate machines K "
+                   "per host (default 0). The envelope of a machine a workflow keeps partly busy: an "
+                   "idle VM's sleeping vCPUs make small file-system ops slower than they are while "
+                   "the workflow runs (envelope/README.md)")
     m.add_argument("--call-gap-us", type=int, default=0, metavar="US",
                    help="every process computes (spins) US microseconds between two of its read or "
                    "write calls, as a task computes each row it writes (default 0: back to back); the "
@@ -253,6 +259,10 @@ def cmd_measure(a) -> int:
         raise ValueError(f"--hogs-per-host: expected 0..256, got {a.hogs_per_host}")
     if a.hogs_per_host and a.tool != "native":
         raise ValueError(f"--hogs-per-host: only the native engine runs them (not --tool {a.tool})")
+    if not 0 <= a.hogs_per_kernel <= 256:
+        raise ValueError(f"--hogs-per-kernel: expected 0..256, got {a.hogs_per_kernel}")
+    if a.hogs_per_kernel and a.tool != "native":
+        raise ValueError(f"--hogs-per-kernel: only the native engine runs them (not --tool {a.tool})")
     if not 0 <= a.call_gap_us <= 10_000_000:
         raise ValueError(f"--call-gap-us: expected 0..10000000 us, got {a.call_gap_us}")
     if a.call_gap_us and a.tool != "native":
@@ -279,6 +289,7 @@ def cmd_measure(a) -> int:
                     start_delay=a.start_delay, drop_caches=a.drop_caches, workdir=a.workdir,
                     keep_files=a.keep_files, fsync=a.fsync, block=a.block,
                     write_compute_ms=a.write_compute_ms, hogs_per_host=a.hogs_per_host,
+                    hogs_per_kernel=a.hogs_per_kernel,
                     call_gap_us=a.call_gap_us, young=a.young, idle_ms=a.idle_ms)
     hosts = [h for h in (a.hosts or "").split(",") if h] or None
     if a.tool != "native":

@@ -186,6 +186,10 @@ class Sweep:
     # processes that only compute beside every engine run, per host (engine --hogs): the envelope of a file
     # system whose hosts' CPUs are busy with tasks (envelope/README.md)
     hogs_per_host: int = 0
+    # processes that only compute beside every engine run, per kernel: on a testbed (every host on this
+    # machine's kernel) the first host's engine runs them, elsewhere every host's; a machine whose CPUs a
+    # workflow keeps partly busy, as Montage keeps the testbed's 2 vCPUs ~55 % busy (envelope/README.md)
+    hogs_per_kernel: int = 0
     # every engine worker computes this long between two data calls (engine --gap-us), as a task computes
     # each row it writes: calls apart cost more than calls back to back (envelope/README.md)
     call_gap_us: int = 0
@@ -511,7 +515,7 @@ class Measurer:
         delay = max(self.delay, self.base_delay + 0.004 * nprocs)
         self.last_delay = delay
         start = eng.start_time(delay)
-        jobs = [(self.agents[h], argv_of(j, h, start)) for j, h in enumerate(hosts)]
+        jobs = [(self.agents[h], argv_of(j, h, start) + self.hogs_argv(j)) for j, h in enumerate(hosts)]
         try:
             res = run_many(jobs, timeout=self.delay + self.sw.timeout + 15)
         except AgentError as e:
@@ -549,15 +553,23 @@ class Measurer:
                                block=min(self.sw.block, size) if size else None,
                                backend=self.t.backend, start_at_ns=start,
                                timeout=self.sw.timeout, fsync=self.sw.fsync and op in ("create", "write"),
-                               rank_base=rank_base, compute_ms=compute_ms, hogs=self.sw.hogs_per_host,
+                               rank_base=rank_base, compute_ms=compute_ms,
                                gap_us=self.sw.call_gap_us, idle_ms=self.sw.idle_ms if op == "read" else 0,
                                exe=self.t.engine)
+
+    def hogs_argv(self, j: int) -> list[str]:
+        """Engine options for the spinners beside the engine of a run's j-th host: its --hogs-per-host, and
+        --hogs-per-kernel on the first host when every host shares this machine's kernel, else on each."""
+        n = self.sw.hogs_per_host + (self.sw.hogs_per_kernel if j == 0 or not self.t.same_kernel else 0)
+        return ["--hogs", str(n)] if n else []
 
     def base_config(self, **kw) -> dict[str, Any]:
         cfg = {"backend": self.t.backend, "launcher": self.t.launcher_doc,
                "timeout_s": self.sw.timeout, "workdir": self.root}
         if self.sw.hogs_per_host:
             cfg["hogs_per_host"] = self.sw.hogs_per_host
+        if self.sw.hogs_per_kernel:
+            cfg["hogs_per_kernel"] = self.sw.hogs_per_kernel
         if self.sw.call_gap_us:
             cfg["call_gap_us"] = self.sw.call_gap_us
         if self.sw.young:
@@ -573,6 +585,8 @@ class Measurer:
         rep = step.rep + self.repeat_base
         cfg = {**cfg, "start_delay_s": round(self.last_delay, 3),
                "step_s": round(time.monotonic() - self.step_t0, 3)}
+        if self.sw.hogs_per_kernel:     # where the spinners ran, as the engines said
+            cfg["hogs_by_host"] = {r.host: int(r.meta.get("hogs", 0)) for r in runs}
         if self.sw.idle_ms and runs and metric in IDLE_METRICS:
             runs, cfg = _after_idle(runs, cfg)
         if err and not runs:
@@ -1033,6 +1047,7 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "precision": sweep.precision, "max_repeat": sweep.max_repeat,
             "time_budget_s": sweep.time_budget, "budget_factor": sweep.budget_factor,
             "block": sweep.block, "ops_per_proc": sweep.ops_per_proc, "hogs_per_host": sweep.hogs_per_host,
+            "hogs_per_kernel": sweep.hogs_per_kernel,
             "call_gap_us": sweep.call_gap_us, "young": sweep.young, "idle_ms": sweep.idle_ms}
     if row is not None:
         set_status(conn, name, "running")

@@ -100,6 +100,9 @@ def test_missing_tool_is_a_clear_error(tmp_path, tool, exe):
 @pytest.mark.parametrize("args,msg", [
     (["--hogs-per-host", "-1"], "--hogs-per-host: expected 0..256, got -1"),
     (["--hogs-per-host", "1", "--tool", "fio"], "--hogs-per-host: only the native engine runs them (not --tool fio)"),
+    (["--hogs-per-kernel", "257"], "--hogs-per-kernel: expected 0..256, got 257"),
+    (["--hogs-per-kernel", "1", "--tool", "mdtest"],
+     "--hogs-per-kernel: only the native engine runs them (not --tool mdtest)"),
     (["--call-gap-us", "-5"], "--call-gap-us: expected 0..10000000 us, got -5"),
     (["--call-gap-us", "50", "--tool", "ior"], "--call-gap-us: only the native engine spins between calls (not --tool ior)"),
 ])

@@ -129,6 +129,24 @@ def test_an_envelope_measured_beside_computing_processes(testbed, tmp_path):
     assert subprocess.run(["pgrep", "-f", "mtcengine"], capture_output=True, text=True).stdout == ""
 
 
+def test_an_envelope_measured_beside_computing_processes_per_kernel(testbed, tmp_path):
+    """--hogs-per-kernel: the testbed's hosts share one kernel, so only the first host's engine runs the spinners;
+    said in every point and in the run's meta; none of them left running."""
+    from mtcio.predictor import envelope_source
+    db = tmp_path / "e.db"
+    measure("--db", db, "--name", "busy", "--sizes", "16k", "--procs", "1", "--host-counts", "2", "--repeat", "1",
+            "--precision", "0", "--metrics", "Tm,T1L,B1L", "--block", "8k", "--hogs-per-kernel", "2", "--quiet")
+    df = load(db, "busy")
+    assert df["ok"].all() and sorted(df.metric) == ["B1L", "T1L", "Tm"], df[["metric", "ok", "error"]]
+    h1, h2 = testbed.hosts[:2]
+    assert [c["hogs_by_host"] for c in df.config] == [{h1: 2, h2: 0}] * 3
+    assert [c["hogs_per_kernel"] for c in df.config] == [2] * 3
+    assert all("hogs_per_host" not in c for c in df.config)
+    e = envelope_source.load(f"{db}:busy")
+    assert e.hogs == 0            # not a loaded twin per host: mtcpredict may take it as its main envelope
+    assert subprocess.run(["pgrep", "-f", "mtcengine"], capture_output=True, text=True).stdout == ""
+
+
 def test_an_envelope_of_calls_apart(testbed, tmp_path):
     """--call-gap-us: every engine run computes that long between two calls, said in every point and in the run's
     meta, where mtcpredict reads it."""

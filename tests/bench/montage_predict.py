@@ -74,7 +74,8 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
         Its twins, measured round by round with it (one repeat each, the order turned every round) so that all
         see the same minutes: with --writes-ab, TL/BL by writers computing first (an envelope that has writes);
         and of a --block envelope (block), with --loaded, TL, BL, T1L, B1L beside computing processes, with --apart,
-        TL and BL of calls apart."""
+        TL and BL of calls apart; with --kernel-load, the envelope and its twin of calls apart beside computing
+        processes per kernel."""
         t = time.monotonic()
         twins = []
         if writes and a.writes_ab is not None:
@@ -86,6 +87,13 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
         if block and a.apart:
             twins.append((apart_name(name, a.apart), ["--metrics", "TL,BL", "--call-gap-us", str(a.apart)],
                           f"calls {a.apart} us apart"))
+        if a.kernel_load:     # the envelope and its twin of calls apart again, beside a machine kept busy
+            kl = ["--hogs-per-kernel", str(a.kernel_load)]
+            twins.append((kernel_name(name, a.kernel_load), kl, f"{a.kernel_load} computing per kernel"))
+            if block and a.apart:
+                twins.append((kernel_name(apart_name(name, a.apart), a.kernel_load),
+                              ["--metrics", "TL,BL", "--call-gap-us", str(a.apart), *kl],
+                              f"calls {a.apart} us apart beside {a.kernel_load} computing per kernel"))
         rounds = a.sweep_repeat if a.interleave or twins else 1
         for r in range(rounds):
             sweeps = [(name, [])] + [(nm, extra) for nm, extra, _ in twins]
@@ -152,7 +160,8 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                 sweep(append=True)
     with open(os.path.join(work, "runs.json"), "w") as f:
         json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a, a.loaded, a.apart),
-                   "writes_ab": a.writes_ab, "loaded": a.loaded, "apart": a.apart, "t_runs": t_runs,
+                   "writes_ab": a.writes_ab, "loaded": a.loaded, "apart": a.apart, "kernel_load": a.kernel_load,
+                   "t_runs": t_runs,
                    "bracket": a.bracket}, f)
     return runs, t_runs
 
@@ -173,6 +182,16 @@ def loaded_name(name, hogs):
 
 def apart_name(name, us):
     return f"{name}-a{us}"
+
+
+def kernel_name(name, hogs):
+    return f"{name}-k{hogs}"
+
+
+def kernel_loaded(envs, hogs):
+    """The envelopes measured beside `hogs` computing processes per kernel in place of the idle ones (the loaded
+    twins per host left out: they were not measured so)."""
+    return [kernel_name(e, hogs) for e in idle_only(envs)]
 
 
 def idle_only(envs):
@@ -342,10 +361,14 @@ def before_only(db, work, t_runs):
     return out
 
 
-def again(a, work, db, runs, w, h, envs, loaded, writes_ab, apart=None, t_runs=None):
-    """The same runs predicted again: with the envelopes measured before the runs only (when some were bracketed),
-    without the envelope of young reads, without the twins of calls apart, without the loaded twins, and with the
-    writers computing first."""
+def again(a, work, db, runs, w, h, envs, loaded, writes_ab, apart=None, t_runs=None, kernel_load=None):
+    """The same runs predicted again: from the envelopes measured beside computing processes per kernel, with the
+    envelopes measured before the runs only (when some were bracketed), without the envelope of young reads,
+    without the twins of calls apart, without the loaded twins, and with the writers computing first."""
+    if kernel_load:
+        print(f"\n==== the same runs predicted from the envelopes measured beside {kernel_load} computing process(es) "
+              f"per kernel (round by round with those above)", flush=True)
+        predict_all(a, work, db, runs, w, h, kernel_loaded(envs, kernel_load))
     if t_runs:
         print("\n==== the same runs predicted with the envelopes measured before the runs only", flush=True)
         predict_all(a, work, before_only(db, work, t_runs), runs, w, h, envs)
@@ -421,6 +444,12 @@ def main():
                          "calls (mtcenvelope --call-gap-us), round by round with it; the refined model blends them in "
                          "by each stage's compute_per_call_us, and every run is also predicted without them "
                          "(default 200; 0: none)")
+    ap.add_argument("--kernel-load", type=int, default=0, metavar="K",
+                    help="also measure every envelope (and its twin of calls apart) beside K processes per kernel "
+                         "that only compute (mtcenvelope --hogs-per-kernel; the testbed's hosts share one kernel), "
+                         "round by round with it, and predict every run again from those in place of the idle "
+                         "ones: Montage keeps this machine's CPUs ~55 %% busy, and on an idle VM small ops cost "
+                         "more (default 0: none)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
@@ -441,7 +470,7 @@ def main():
         envs = kept.get("envelopes")
         predict_all(a, work, db, kept["runs"], w, h, envs)
         again(a, work, db, kept["runs"], w, h, envs, kept.get("loaded"), kept.get("writes_ab"), kept.get("apart"),
-              kept.get("t_runs"))
+              kept.get("t_runs"), kept.get("kernel_load"))
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
         return
     tiles = [int(x) for x in a.tiles.split(",")]
@@ -456,7 +485,8 @@ def main():
         models(db, work, runs)
         envs = envelope_names(a, a.loaded, a.apart)
         predict_all(a, work, db, runs, w, h, envs)
-        again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab, a.apart, t_runs if a.bracket else None)
+        again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab, a.apart, t_runs if a.bracket else None,
+              a.kernel_load)
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
     finally:
         if not a.keep:
