@@ -36,11 +36,24 @@ FA_COLS = ("process_id", "fid", "file_id", "flags") + lf.COUNTERS + \
 PROC_COLS = ("id", "run_id", "host_id", "pid", "ppid", "uid", "origin", "start_ns", "end_ns", "exit_status",
              "ended_by", "signal", "parent_start_ns", "exe", "argv", "cwd", "task", "stage", "run_label",
              "gfarm_mounts", "ops_traced", "ops_dropped", "files_dropped", "munmaps", "trace_ops", "shim_version",
-             "log_path", "log_complete", "log_error")
+             "log_path", "log_complete", "log_error") + tuple(c for c, _ in store.CPU_CLOCK_COLS)
 BATCH = 4000            # logs per executemany batch
 GFWHERE_BATCH = 400     # paths per gfwhere call
 MAX_LOG_BYTES = 1 << 30  # a larger "log" is refused unread (the shim's default op trace cap gives <= 192 MiB)
 I64_MAX = (1 << 63) - 1
+
+
+def cpu_clock(text) -> tuple:
+    """The shim's cpu_clock string "<CPUs> <up s> <idle s> <up s> <idle s>" (/proc/uptime at the image's start and
+    end) as (cpus, uptime_start_s, idle_start_s, uptime_end_s, idle_end_s); all None when absent or not such a
+    clock (a damaged log: the clock going back, idle beyond every CPU's time)."""
+    try:
+        f = text.split()
+        n, (u0, i0, u1, i1) = int(f[0]), map(float, f[1:])
+    except (AttributeError, ValueError, TypeError):
+        return (None,) * 5
+    ok = 0 < n <= 1 << 16 and 0 <= u0 <= u1 < 1e10 and 0 <= i0 <= i1 and i1 - i0 <= n * (u1 - u0) + 0.02 * n
+    return (n, u0, i0, u1, i1) if ok else (None,) * 5
 
 
 class IngestError(RuntimeError):
@@ -183,7 +196,7 @@ class _RunWriter:
             json.dumps(p.get("argv", [])), db_text(p.get("cwd")), db_text(p.get("task")), db_text(p.get("stage")),
             db_text(p.get("run")), json.dumps(mounts), p["ops_traced"], p["ops_dropped"], p["files_dropped"],
             p["munmaps"], int(p["trace_ops"]), db_text(p.get("shim_version")), db_text(path), int(rec.complete),
-            db_text(rec.error)))
+            db_text(rec.error), *cpu_clock(p.get("cpu_clock"))))
         if p["files_dropped"] or p["ops_dropped"]:
             d = self.dropped
             d[0] += 1

@@ -107,6 +107,10 @@ CREATE TABLE IF NOT EXISTS processes (
     log_path        TEXT,
     log_complete    INTEGER NOT NULL,    -- 0: truncated/corrupt, only the valid prefix was ingested
     log_error       TEXT,                -- reader's message (with byte offset) for an incomplete log
+    -- the machine's CPU clock at the image's start and end (/proc/uptime; idle summed over the CPUs): its busy
+    -- share while a stage ran (NULL from logs without it); last: added by ALTER
+    cpus            INTEGER,
+    uptime_start_s  REAL, idle_start_s REAL, uptime_end_s REAL, idle_end_s REAL,
     UNIQUE (run_id, host_id, pid, start_ns)
 );
 CREATE INDEX IF NOT EXISTS processes_task ON processes (task_id);

@@ -18,7 +18,7 @@ import time
 from importlib import resources
 from typing import Any, Callable, Iterable
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700     # traces reveal users' paths and argv: new dbs and outputs are private
 
 
@@ -123,7 +123,19 @@ def _v3_to_v4(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE file_access ADD COLUMN seeks_end INTEGER DEFAULT 0")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3, _v3_to_v4]
+CPU_CLOCK_COLS = (("cpus", "INTEGER"), ("uptime_start_s", "REAL"), ("idle_start_s", "REAL"), ("uptime_end_s", "REAL"),
+                  ("idle_end_s", "REAL"))
+
+
+def _v4_to_v5(conn: sqlite3.Connection) -> None:
+    """Version 5 adds the processes' CPU clock (the shim's cpu_clock string), NULL for the rows ingested before."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(processes)")}
+    for col, typ in CPU_CLOCK_COLS:
+        if col not in have:
+            conn.execute(f"ALTER TABLE processes ADD COLUMN {col} {typ}")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5]
 assert len(MIGRATIONS) == SCHEMA_VERSION - 1
 
 

@@ -24,6 +24,8 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
         cpu_load: FLOAT?               # tasks computing on a host beside the stage's I/O (db/overlap.py; I/O-time mean)
         compute_per_call_us: FLOAT?    # a task's time outside I/O per file-system call, us (median over tasks)
         idle_before_ms: FLOAT?         # the host's I/O idle before a task's first open, ms (median over tasks)
+        machine_busy: FLOAT in [0,1]?  # share of the machine's CPU time busy while the stage ran (shim cpu_clock;
+                                       # per host from its first process's start to its last's end, mean by tasks)
         read:                          # 1-to-1 reads (file read by exactly one task of the stage)
           bytes_per_task: {min, mean, max}   # D (mean); bytes actually read per task
           files_per_task: FLOAT
@@ -202,6 +204,7 @@ class Stage:
     cpu_load: float | None = None
     compute_per_call_us: float | None = None
     idle_before_ms: float | None = None
+    machine_busy: float | None = None
     measured: Measured = field(default_factory=Measured)
     envelope: StageEnvelope | None = None
 
@@ -231,7 +234,7 @@ class Workflow:
 _REQUIRED = {Stage: ("name", "tasks", "hosts"), Dist: ("min", "mean", "max"), Read: ("bytes_per_task",),
              Write: ("bytes_per_task",), Shared: ("files", "bytes"), Metadata: ()}
 _FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction", "young_fraction", "stats_cached_fraction",
-              "redirected_fraction", "left_open_fraction"}
+              "redirected_fraction", "left_open_fraction", "machine_busy"}
 _POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host"}
 
 

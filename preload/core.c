@@ -6,6 +6,8 @@ int g_on;                      /* 1: tracing; 0: pure pass-through */
 pid_t g_pid;
 uint32_t g_origin;
 uint64_t g_parent_start_ns;
+char g_uptime0[48];
+size_t g_uptime0_len;
 /* The strings of a traced process live at the start of its memory reservation, packed one after the other (the
  * working directory, which changes, last, with room for PATH_MAX): a process touches one or two pages for all of
  * them instead of one page per PATH_MAX-sized array. */
@@ -171,8 +173,21 @@ static void parse_prefixes(const char *raw, const char **arr, size_t *lens, int 
         s = e ? e + 1 : NULL;
     }
 }
+/* the first line of a small kernel file, without its newline, by raw calls (no recursion into the wrappers, safe
+ * in a signal handler); 0 when unreadable (no /proc in a chroot) */
+size_t read_line(const char *path, char *buf, size_t cap)
+{
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    long n = syscall(SYS_read, fd, buf, cap);
+    syscall(SYS_close, fd);
+    size_t l = 0;
+    while (n > 0 && l < (size_t)n && buf[l] != '\n') l++;
+    return n > 0 && l < (size_t)n ? l : 0;     /* a line cut by cap is not one */
+}
 static void time_base(void)
 {
+    g_uptime0_len = read_line("/proc/uptime", g_uptime0, sizeof g_uptime0);
     g_tick0 = NOW();
     g_mono0 = clock_ns(CLOCK_MONOTONIC);
     g_real0 = clock_ns(CLOCK_REALTIME);

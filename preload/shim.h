@@ -120,6 +120,9 @@ extern int g_on;
 extern pid_t g_pid;
 extern uint32_t g_origin;
 extern uint64_t g_parent_start_ns;
+extern char g_uptime0[48];        /* /proc/uptime at the image's start (see cpu_clock in logwriter.c) */
+extern size_t g_uptime0_len;
+size_t read_line(const char *path, char *buf, size_t cap);
 extern char *g_dir, *g_host, *g_run, *g_task, *g_stage, *g_cwd, *g_cwd0;   /* packed strings (core.c) */
 extern size_t g_cwd_len;
 extern char *g_incl_raw, *g_excl_raw, *g_mounts_raw;

@@ -28,6 +28,9 @@
  *    until the last worker ends: a host whose tasks compute while others do I/O (gfarm2fs and gfsd need a
  *    CPU for every call; on a 2-vCPU VM with TCP_NODELAY, 535 KB in 8 KiB calls: ~8 ms idle, ~16 ms beside
  *    one such process per host).
+ *  - the summary's cpus, cpu_s and idle_s are the machine's CPU time and idle time from the go to the last
+ *    worker's end (/proc/uptime): how busy the machine was while it measured, which makes small ops cheaper
+ *    on a VM (vCPUs kept from halting) and large ones dearer (CPUs taken).
  *
  * Exit status: 0 all ops ok, 1 some op failed, 2 bad arguments, 3 timeout (workers killed),
  * 130 interrupted (SIGINT/SIGTERM; what was measured is still printed).
@@ -219,6 +222,15 @@ static void spin_until(int64_t until)
 }
 
 /* sleep ns nanoseconds, through signals */
+/* the machine's CPU clock (/proc/uptime: seconds up, seconds idle summed over the CPUs); 0 when unreadable */
+static int uptime(double *up, double *idle)
+{
+    FILE *f = fopen("/proc/uptime", "r");
+    int ok = f && fscanf(f, "%lf %lf", up, idle) == 2;
+    if (f) fclose(f);
+    return ok;
+}
+
 static void sleep_ns(int64_t ns)
 {
     struct timespec d = {ns / 1000000000, (long)(ns % 1000000000)};
@@ -568,6 +580,8 @@ int main(int argc, char **argv)
     }
     if (nhogs && t_hogs + HOG_LEAD_NS > now_ns())   /* a load already running when the first op comes */
         sleep_ns(t_hogs + HOG_LEAD_NS - now_ns());
+    double up_go = 0, idle_go = 0, up_stop = 0, idle_stop = 0;
+    int clock_ok = uptime(&up_go, &idle_go);    /* the machine's busy share from the go to the last worker's end */
     t_go = now_ns();
     close(go[1]);                               /* go: every worker's read() returns 0 */
 
@@ -582,6 +596,7 @@ int main(int argc, char **argv)
         REAP();
     }
     int64_t t_stop = now_ns();
+    clock_ok = clock_ok && uptime(&up_stop, &idle_stop);
     for (int q = 0; q < nhogs; q++) {           /* the load ends with the last worker */
         kill(hogs[q], SIGKILL);
         waitpid(hogs[q], NULL, 0);
@@ -653,12 +668,13 @@ int main(int argc, char **argv)
     int rc = interrupted ? 130 : timed_out ? 3 : failed ? 1 : 0;
     printf("#summary\tops=%ld\tok=%ld\tfailed=%ld\tbytes=%lld\tt_first_start_ns=%lld\t"
            "t_last_end_ns=%lld\tspan_s=%.9f\tops_per_s=%.6f\tbytes_per_s=%.3f\tt_launch_ns=%lld\t"
-           "t_go_ns=%lld\tlate_ns=%lld\ttimed_out=%d\tinterrupted=%d\texit=%d\n",
+           "t_go_ns=%lld\tlate_ns=%lld\ttimed_out=%d\tinterrupted=%d\texit=%d\tcpus=%ld\tcpu_s=%.2f\tidle_s=%.2f\n",
            (long)nrec, ok, failed, (long long)bytes, (long long)(ok ? first : 0),
            (long long)last, span, span > 0 ? ok / span : 0.0, span > 0 ? bytes / span : 0.0,
            (long long)t_launch, (long long)t_go,
            (long long)(o.start_at > 0 && t_go > o.start_at ? t_go - o.start_at : 0),
-           timed_out, interrupted, rc);
+           timed_out, interrupted, rc, clock_ok ? sysconf(_SC_NPROCESSORS_ONLN) : 0L,
+           clock_ok ? sysconf(_SC_NPROCESSORS_ONLN) * (up_stop - up_go) : 0.0, clock_ok ? idle_stop - idle_go : 0.0);
     fflush(stdout);
     if (nalive > 0)
         fprintf(stderr, "mtcengine: %d worker(s) did not die after SIGKILL (stuck in the "

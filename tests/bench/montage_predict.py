@@ -362,13 +362,18 @@ def before_only(db, work, t_runs):
 
 
 def again(a, work, db, runs, w, h, envs, loaded, writes_ab, apart=None, t_runs=None, kernel_load=None):
-    """The same runs predicted again: from the envelopes measured beside computing processes per kernel, with the
+    """The same runs predicted again: from the envelopes measured beside computing processes per kernel (in place of
+    the idle ones, then as their twins), with the
     envelopes measured before the runs only (when some were bracketed), without the envelope of young reads,
     without the twins of calls apart, without the loaded twins, and with the writers computing first."""
     if kernel_load:
         print(f"\n==== the same runs predicted from the envelopes measured beside {kernel_load} computing process(es) "
               f"per kernel (round by round with those above)", flush=True)
         predict_all(a, work, db, runs, w, h, kernel_loaded(envs, kernel_load))
+        print(f"\n==== the same runs predicted with those beside {kernel_load} computing process(es) per kernel as twins "
+              f"of the idle ones (refinement machine_load: by the machine's busy share while each stage ran)",
+              flush=True)
+        predict_all(a, work, db, runs, w, h, envs + kernel_loaded(back_to_back(envs), kernel_load))
     if t_runs:
         print("\n==== the same runs predicted with the envelopes measured before the runs only", flush=True)
         predict_all(a, work, before_only(db, work, t_runs), runs, w, h, envs)
