@@ -65,7 +65,8 @@ class EnvelopeData:
     @property
     def machine_busy(self) -> float | None:
         """Share of the machine's CPU time busy while the points were measured (their configs' cpu_s and idle_s,
-        from the engines' /proc/uptime), None when they do not say (older envelopes, imported tools)."""
+        from the engines' /proc/uptime), else what the meta says (an export), else None (older envelopes, imported
+        tools)."""
         cpu = idle = 0.0
         for p in self.points:
             c = p.get("config")
@@ -75,7 +76,10 @@ class EnvelopeData:
                     cpu, idle = cpu + float(c["cpu_s"]), idle + float(c["idle_s"])
                 except (ValueError, KeyError, TypeError):
                     continue
-        return min(1.0, max(0.0, 1.0 - idle / cpu)) if cpu > 0 else None
+        if cpu > 0:
+            return min(1.0, max(0.0, 1.0 - idle / cpu))
+        v = self._said("machine_busy")
+        return float(v) if isinstance(v, (int, float)) and 0 <= v <= 1 else None
 
     @property
     def young(self) -> bool:

@@ -276,6 +276,45 @@ def test_idle_before_ms_is_the_hosts_io_idle_before_a_tasks_first_open(tmp_path,
     assert 400 <= w.stage("R4").idle_before_ms < 900
 
 
+def test_machine_busy_is_the_machines_cpu_share_while_the_stage_ran(tmp_path, capsys):
+    """Stage SPIN's task keeps one CPU busy for 0.4 s: the machine was at least 1/CPUs busy while it ran (more if
+    anything else ran); stage SHORT's task ends within the clock's 10 ms steps: unknown. Each process's CPU clock is
+    the shim's, ordered and on this machine's CPU count."""
+    import os
+    from test_db_ingest import traced
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    spin = f"{sys.executable} -c 'import time; t = time.time() + 0.4\nwhile time.time() < t: pass'"
+    assert traced(logs, ["sh", "-c", spin], "s", "SPIN", "B").returncode == 0
+    assert traced(logs, ["true"], "t", "SHORT", "B").returncode == 0
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
+    p = Store(db).processes("B")
+    assert len(p) == 3 and (p["cpus"] == os.sysconf("SC_NPROCESSORS_ONLN")).all()
+    assert (p["uptime_end_s"] >= p["uptime_start_s"]).all() and (p["idle_end_s"] >= p["idle_start_s"]).all()
+    out = tmp_path / "wf.yaml"
+    assert run_model(["--db", str(db), "--run", "B", "-o", str(out)], capsys)[0] == 0
+    w = wm.load(str(out))
+    n = int(p["cpus"].iloc[0])
+    assert 1 / n - 0.05 <= w.stage("SPIN").machine_busy <= 1.0
+    assert w.stage("SHORT").machine_busy is None
+
+
+@pytest.mark.parametrize("text,want", [
+    ("2 100.50 150.00 101.50 150.80", (2, 100.5, 150.0, 101.5, 150.8)),
+    ("2 100.50 150.00 100.50 150.00", (2, 100.5, 150.0, 100.5, 150.0)),
+    (None, (None,) * 5),
+    ("2 100.50 150.00 101.50", (None,) * 5),                # a field short
+    ("0 100.50 150.00 101.50 150.80", (None,) * 5),         # no CPU
+    ("2 101.50 150.00 100.50 150.80", (None,) * 5),         # the clock going back
+    ("2 100.50 150.00 101.50 153.00", (None,) * 5),         # more idle than 2 CPUs have in a second
+    ("2 100.50 nan 101.50 150.80", (None,) * 5),
+    ("two 100.50 150.00 101.50 150.80", (None,) * 5),
+])
+def test_cpu_clock_strings(text, want):
+    assert ing.cpu_clock(text) == want
+
+
 def test_young_fraction_is_the_share_read_within_a_second_of_its_write_on_the_host(tmp_path, capsys):
     """Stage W writes a (1,000 B) and b (3,000 B); stage R's first task reads a at once and c (4,000 B, older than
     the run) with it, its second task b 1.2 s later: 1,000 of the 8,000 bytes R read were young."""

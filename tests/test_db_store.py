@@ -72,6 +72,23 @@ def test_migrate_from_v3_adds_seeks_end(tmp_path):
     assert [tuple(r) for r in conn.execute("SELECT seeks, seeks_end FROM file_access")] == [(5, 0)]
 
 
+def test_migrate_from_v4_adds_the_cpu_clock(tmp_path):
+    """A version-4 db (processes without the CPU clock) gains its five columns, NULL in the rows stored before."""
+    db = tmp_path / "v4.db"
+    store.connect(db).close()
+    c = sqlite3.connect(db)
+    c.execute("INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete) VALUES (1, 1, 42, 7, 1)")
+    for col, _ in store.CPU_CLOCK_COLS:
+        c.execute(f"ALTER TABLE processes DROP COLUMN {col}")
+    c.execute("PRAGMA user_version = 4")
+    c.commit()
+    c.close()
+    conn = store.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 5
+    assert [tuple(r) for r in conn.execute("SELECT pid, cpus, uptime_start_s, idle_start_s, uptime_end_s, idle_end_s "
+                                           "FROM processes")] == [(42, None, None, None, None, None)]
+
+
 def test_newer_db_refused(tmp_path):
     db = tmp_path / "new.db"
     store.connect(db).close()
