@@ -187,7 +187,7 @@ def _machine_busy(procs, ids) -> float | None:
         busy = 1.0 - (b["idle_end_s"] - a["idle_start_s"]) / (b["cpus"] * span)
         k = h["task_id"].nunique()
         tot, n = tot + k * min(1.0, max(0.0, busy)), n + k
-    return round(tot / n, 4) if n else None
+    return round(float(tot / n), 4) if n else None
 
 
 def _median_of(values: dict, ids) -> float | None:
