@@ -139,20 +139,19 @@ def _run(a) -> int:
                          "(mtcenvelope --idle-ms): the predictor does not take such envelopes")
         sf = EnvelopeSurface().fit(e.points)
         sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us = e.block, e.cold, e.ops_per_proc, e.hogs, e.call_gap_us
-        sf.young, sf.kernel_hogs, sf.machine_busy = e.young, e.hogs_per_kernel, e.machine_busy
+        sf.young = e.young
         if not sf.grids:
             return _fail(f"envelope {e.origin}: no ok point")
         same = [x for x, s in zip(envs, surfaces)
-                if (s.block, s.cold, s.ops_per_proc, s.hogs, s.gap_us, s.young, s.kernel_hogs) ==
-                (sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us, sf.young, sf.kernel_hogs)]
+                if (s.block, s.cold, s.ops_per_proc, s.hogs, s.gap_us, s.young) ==
+                (sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us, sf.young)]
         if same:
             reads = "young" if sf.young else "cold" if sf.cold else "warm"
             return _fail(f"envelopes {same[0].origin} and {e.origin} were both measured with {sf.block:,}-byte calls, "
                          f"{reads} reads, {sf.ops_per_proc or 'the default'} files per process, {sf.hogs} computing "
-                         f"processes per host, {sf.kernel_hogs} per kernel and calls {sf.gap_us} us apart: give one "
-                         "envelope per call size, cache state, files per process, CPU load and gap between calls "
-                         "(mtcenvelope measure --block, --drop-caches off, --young, --ops-per-proc, --hogs-per-host, "
-                         "--hogs-per-kernel, --call-gap-us)")
+                         f"processes per host and calls {sf.gap_us} us apart: give one envelope per call size, cache "
+                         "state, files per process, CPU load and gap between calls (mtcenvelope measure --block, "
+                         "--drop-caches off, --young, --ops-per-proc, --hogs-per-host, --call-gap-us)")
         surfaces.append(sf)
     idle = [i for i, s in enumerate(surfaces) if not s.hogs and not s.gap_us and not s.young]
     if not idle:
@@ -160,10 +159,9 @@ def _run(a) -> int:
                      "computing between calls (--call-gap-us) or of young reads (--young): give one of idle hosts, "
                      "calls back to back and reads a while after their writes too; the others only say how much a "
                      "stage's CPU load, computing between calls or fresh files change its I/O")
-    main = next((i for i in idle if not surfaces[i].kernel_hogs), idle[0])   # the first idle one, of an idle
-    if main:                                                                 # machine when one is given
-        envs.insert(0, envs.pop(main))
-        surfaces.insert(0, surfaces.pop(main))
+    if idle[0]:           # the main envelope is an idle one: the first given
+        envs.insert(0, envs.pop(idle[0]))
+        surfaces.insert(0, surfaces.pop(idle[0]))
     surface = surfaces[0]
     surface.others = surfaces[1:]
     env = envelope_source.combined(envs)

@@ -57,31 +57,6 @@ class EnvelopeData:
         return int(v) if v else 0
 
     @property
-    def hogs_per_kernel(self) -> int:
-        """Processes per kernel that only computed beside every measured run (--hogs-per-kernel; 0: none)."""
-        v = self._said("hogs_per_kernel")
-        return int(v) if v else 0
-
-    @property
-    def machine_busy(self) -> float | None:
-        """Share of the machine's CPU time busy while the points were measured (their configs' cpu_s and idle_s,
-        from the engines' /proc/uptime), else what the meta says (an export), else None (older envelopes, imported
-        tools)."""
-        cpu = idle = 0.0
-        for p in self.points:
-            c = p.get("config")
-            if isinstance(c, str) and '"cpu_s"' in c:
-                try:
-                    c = json.loads(c)
-                    cpu, idle = cpu + float(c["cpu_s"]), idle + float(c["idle_s"])
-                except (ValueError, KeyError, TypeError):
-                    continue
-        if cpu > 0:
-            return min(1.0, max(0.0, 1.0 - idle / cpu))
-        v = self._said("machine_busy")
-        return float(v) if isinstance(v, (int, float)) and 0 <= v <= 1 else None
-
-    @property
     def young(self) -> bool:
         """Whether its reads came at once after their write run, on the writer's host (--young)."""
         return bool(self._said("young"))

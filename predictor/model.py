@@ -16,7 +16,7 @@ from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
-               "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads", "machine_load")
+               "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -89,8 +89,7 @@ class _Env:
     """Envelope look-ups for one stage, recorded with their sources."""
 
     def __init__(self, surface: EnvelopeSurface, hosts: int, clamp_small: bool, used: dict | None = None,
-                 tag: str = "", load: float = 0.0, root: EnvelopeSurface | None = None, gap: float = 0.0,
-                 busy: float | None = None):
+                 tag: str = "", load: float = 0.0, root: EnvelopeSurface | None = None, gap: float = 0.0):
         self.s, self.hosts, self.clamp, self.tag = surface, hosts, clamp_small, tag
         self.used = {} if used is None else used
         self.tag_calls = bool(surface.others) or used is not None   # several envelopes: name the call size
@@ -98,8 +97,6 @@ class _Env:
         self.loaded = {}                                # metric -> computing processes per host of its twin
         self.gap = gap                                  # refinement call_gap: the stage's us of computing per call
         self.apart = {}                                 # metric -> us between calls of its twin
-        self.busy = busy                                # refinement machine_load: the machine's busy share
-        self.machine = {}                               # metric -> (weight, busy shares of the two envelopes)
 
     def at_calls(self, bytes_per_call, warm=False, metric=None, young=False):
         """The look-ups in the envelope measured with calls nearest to bytes_per_call (refinement call_size), of
@@ -108,8 +105,8 @@ class _Env:
         s = self.s.at_calls(bytes_per_call, warm, metric, young)
         if s is self.s:
             return self
-        e = _Env(s, self.hosts, self.clamp, self.used, load=self.load, root=self.root, gap=self.gap, busy=self.busy)
-        e.loaded, e.apart, e.machine = self.loaded, self.apart, self.machine
+        e = _Env(s, self.hosts, self.clamp, self.used, load=self.load, root=self.root, gap=self.gap)
+        e.loaded, e.apart = self.loaded, self.apart
         return e
 
     def get(self, metric, size, k):
@@ -129,17 +126,6 @@ class _Env:
         if twin is not None:
             v = self._toward(v, twin, self.load / twin.hogs, metric, size, k, f",load={twin.hogs}")
             self.loaded[metric] = twin.hogs
-        # refinement machine_load: time per op scaled by what the envelope measured on a busier machine (spinners
-        # per kernel) costs over this one, by the stage's busy share between the two envelopes' (held at either)
-        mt = self.root.machine_twin(self.s, metric) if self.busy is not None else None
-        if mt is not None and mt.machine_busy > self.s.machine_busy + 0.05:
-            b0, b1 = self.s.machine_busy, mt.machine_busy
-            w = min(1.0, max(0.0, (self.busy - b0) / (b1 - b0)))
-            lk = self._look(mt, metric, size, k)
-            self._record(mt, metric, size, k, f",kernel_load={mt.kernel_hogs}", lk)
-            base = self._look(self.s, metric, size, k).value
-            v = v / ((1.0 - w) + w * base / lk.value)
-            self.machine[metric] = (w, b0, b1)
         return v
 
     def _toward(self, v, twin, share, metric, size, k, tag, slower_only=False):
@@ -416,8 +402,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
             notes.append(f"I/O concurrency {k:.3g} from the trace's overlap of I/O intervals ({S} slots)")
     load = (stage.cpu_load or 0.0) if "cpu_load" in on else 0.0
     gap = (stage.compute_per_call_us or 0.0) if "call_gap" in on else 0.0
-    busy = stage.machine_busy if "machine_load" in on else None
-    env = _Env(surface, C, clamp_small="small_files" in on, load=load, gap=gap, busy=busy)
+    env = _Env(surface, C, clamp_small="small_files" in on, load=load, gap=gap)
     need = _needed(stage)
     alpha = _alpha(stage, notes)
     r, sh, w, md = stage.read, stage.shared, stage.write, stage.metadata
@@ -570,12 +555,6 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                      f"{', '.join(sorted(env.loaded))} taken {', '.join(f'{min(1.0, load / h):.0%}' for h in hogs)} "
                      f"of the way to the envelope measured beside {', '.join(map(str, hogs))} computing "
                      f"process(es) per host")
-    if env.machine:
-        ws = sorted({w for w, _, _ in env.machine.values()})
-        b0, b1 = min(b for _, b, _ in env.machine.values()), max(b for _, _, b in env.machine.values())
-        notes.append(f"machine load: the CPUs {busy:.0%} busy while this stage ran (the envelope's {b0:.0%}, its "
-                     f"twin's beside computing processes per kernel {b1:.0%}); {', '.join(sorted(env.machine))} "
-                     f"taken {', '.join(f'{w:.0%}' for w in ws)} of the way to that twin")
     if env.apart:
         gaps = sorted(set(env.apart.values()))
         notes.append(f"calls apart: this stage's tasks computed {gap:.3g} us per file-system call in the trace; "

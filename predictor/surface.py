@@ -72,8 +72,6 @@ class EnvelopeSurface:
         self.hogs = 0             # processes per host that only computed beside its runs (0: idle hosts)
         self.gap_us = 0           # us its processes computed between two calls (0: back to back)
         self.young = False        # reads of files written on the reader's host ~0.2 s before (mtcenvelope --young)
-        self.kernel_hogs = 0      # processes per kernel that only computed beside its runs (--hogs-per-kernel)
-        self.machine_busy = None  # share of the machine's CPU time busy while it was measured (None: not said)
 
     # ---- fit ---------------------------------------------------------------------------------------------------------
     def fit(self, points) -> "EnvelopeSurface":
@@ -132,16 +130,14 @@ class EnvelopeSurface:
         of young reads (mtcenvelope --young), when there is one."""
         need = {metric, BANDWIDTH_OF.get(metric)} - {None}
         every = [s for s in [self, *self.others] if need <= s.metrics() and s.ops_per_proc == self.ops_per_proc
-                 and s.hogs == self.hogs and s.gap_us == self.gap_us and s.young == young
-                 and s.kernel_hogs == self.kernel_hogs] or [self]
+                 and s.hogs == self.hogs and s.gap_us == self.gap_us and s.young == young] or [self]
         pool = every if young else [s for s in every if s.cold != warm] or [s for s in every if s.cold == self.cold]
         if not bytes_per_call or bytes_per_call <= 0:
             return pool[0]
         return min(pool, key=lambda s: abs(math.log(bytes_per_call / s.block)))
 
     def has_warm(self) -> bool:
-        return any(not s.cold and not s.hogs and not s.gap_us and not s.young and s.kernel_hogs == self.kernel_hogs
-                   for s in [self, *self.others])
+        return any(not s.cold and not s.hogs and not s.gap_us and not s.young for s in [self, *self.others])
 
     def has_young(self, metric: str) -> bool:
         return any(s.young and metric in s.metrics() and s.ops_per_proc == self.ops_per_proc for s in self.others)
@@ -157,18 +153,9 @@ class EnvelopeSurface:
         call nearest."""
         return self._twin(of, metric, lambda s: s.gap_us and not s.hogs)
 
-    def machine_twin(self, of: "EnvelopeSurface", metric: str) -> "EnvelopeSurface | None":
-        """Of `others`, the one measured beside computing processes per kernel (kernel_hogs > 0) that stands for `of`
-        (measured without) on a busier machine: with `metric`, of its cache state and files per process, the bytes
-        per call nearest; both need the machine's busy share said."""
-        if of.kernel_hogs or of.machine_busy is None:
-            return None
-        return self._twin(of, metric, lambda s: s.kernel_hogs and not s.hogs and not s.gap_us and not s.young
-                          and s.machine_busy is not None, kernel=True)
-
-    def _twin(self, of, metric, measured_so, kernel=False):
+    def _twin(self, of, metric, measured_so):
         pool = [s for s in self.others if measured_so(s) and metric in s.metrics() and s.cold == of.cold
-                and s.ops_per_proc == of.ops_per_proc and (kernel or s.kernel_hogs == of.kernel_hogs)]
+                and s.ops_per_proc == of.ops_per_proc]
         return min(pool, key=lambda s: abs(math.log(s.block / of.block))) if pool else None
 
     def many_files(self, metric: str) -> "EnvelopeSurface | None":
@@ -176,7 +163,7 @@ class EnvelopeSurface:
         refined model's first_op takes from it what a process's later ops cost next to its first."""
         mine = self.ops_per_proc or 16
         more = [s for s in self.others if s.cold and not s.hogs and not s.gap_us and metric in s.metrics()
-                and (s.ops_per_proc or 16) > mine and s.kernel_hogs == self.kernel_hogs]
+                and (s.ops_per_proc or 16) > mine]
         return max(more, key=lambda s: s.ops_per_proc or 16) if more else None
 
     def replicate(self, rng, ops: dict | None = None) -> "EnvelopeSurface":
@@ -187,7 +174,7 @@ class EnvelopeSurface:
         rep.grids, rep._shared, rep._rng, rep.block = self.grids, self._shared, rng, self.block
         rep.others = [o.replicate(rng, ops) for o in self.others]
         rep.cold, rep.ops_per_proc, rep.hogs, rep.gap_us = self.cold, self.ops_per_proc, self.hogs, self.gap_us
-        rep.young, rep.kernel_hogs, rep.machine_busy = self.young, self.kernel_hogs, self.machine_busy
+        rep.young = self.young
         for key, g in self.grids.items():
             n = (ops or {}).get(THROUGHPUT_OF.get(key[0], key[0]))
             rep._means[key] = _Drawn(g.cells, rng, n)

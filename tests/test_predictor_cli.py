@@ -207,45 +207,6 @@ def test_an_envelope_beside_computing_processes_blends_by_cpu_load(tmp_path):
     assert r.returncode == 2 and "every envelope given was measured beside computing processes" in r.stderr
 
 
-def test_an_envelope_beside_a_busy_machine_scales_by_machine_busy(tmp_path):
-    """An envelope measured beside a spinner per kernel (writes 2x slower here) on a machine 70 % busy, the idle one
-    20 %: a stage that ran while the machine was 45 % busy pays half way, 90 % the whole (held at the twin), 10 %
-    nothing; given alone or first it is not taken for a loaded twin per host, and without busy shares nothing
-    moves."""
-    idle = _envelope_twin(tmp_path / "idle.yaml", {"machine_busy": 0.2}, writes_slower=1)
-    busy = _envelope_twin(tmp_path / "busy.yaml", {"hogs_per_kernel": 1, "machine_busy": 0.7}, writes_slower=2)
-    unsaid = _envelope_twin(tmp_path / "unsaid.yaml", {"hogs_per_kernel": 1}, writes_slower=2)
-    doc = _montage_doc()
-    first, other = doc["stages"][0]["name"], doc["stages"][1]["name"]
-
-    def stages(b, *args):
-        doc["stages"][0]["machine_busy"] = b
-        wf = _write(tmp_path / "wf.yaml", doc)
-        r = predict(wf, *args, "--json", "--bootstrap", "0", "--variant", "refined")
-        assert r.returncode == 0, r.stderr
-        return {d["stage"]: d for d in json.loads(r.stdout)["predictions"]}
-    one = stages(0.45, "--envelope", idle)
-    half = stages(0.45, "--envelope", busy, "--envelope", idle)
-    assert half[first]["write_s"] == pytest.approx(1.5 * one[first]["write_s"], rel=1e-6)
-    assert half[first]["read_s"] == pytest.approx(one[first]["read_s"], rel=1e-9)
-    assert half[other]["total_s"] == pytest.approx(one[other]["total_s"], rel=1e-9)   # machine_busy unset
-    assert any(n.startswith("machine load: the CPUs 45% busy while this stage ran (the envelope's 20%, its twin's "
-                            "beside computing processes per kernel 70%)") and "50% of the way" in n
-               for n in half[first]["notes"]), half[first]["notes"]
-    assert any(n.endswith(",kernel_load=1") for n in half[first]["lookups"])
-    assert stages(0.9, "--envelope", idle, "--envelope", busy)[first]["write_s"] == \
-        pytest.approx(2 * one[first]["write_s"], rel=1e-6)
-    assert stages(0.1, "--envelope", idle, "--envelope", busy)[first]["write_s"] == \
-        pytest.approx(one[first]["write_s"], rel=1e-9)
-    assert stages(0.9, "--envelope", idle, "--envelope", busy, "--refine=-machine_load")[first]["write_s"] == \
-        pytest.approx(one[first]["write_s"], rel=1e-9)
-    assert stages(0.9, "--envelope", idle, "--envelope", unsaid)[first]["write_s"] == \
-        pytest.approx(one[first]["write_s"], rel=1e-9)
-    alone = stages(0.9, "--envelope", busy)       # the main envelope itself: its own writes, no blend
-    assert alone[first]["write_s"] == pytest.approx(2 * one[first]["write_s"], rel=1e-6)
-    assert not any(n.startswith("machine load") for n in alone[first]["notes"])
-
-
 def test_an_envelope_of_calls_apart_blends_by_compute_per_call(tmp_path):
     """An envelope measured with --call-gap-us 200 (writes 2x slower here), given first: the back-to-back one stays
     the main one; a stage computing 100 us per call pays half way, 1000 us the whole of it; writes faster apart are
