@@ -176,7 +176,8 @@ def _machine_busy(procs, ids) -> float | None:
     """Share of the machine's CPU time busy while these tasks ran: per host, from the CPU clock (/proc/uptime, idle
     summed over the CPUs) at its first traced process's start to the one at its last's end; the hosts' shares
     weighted by their tasks. None without clocks (older logs) or over less than 50 ms (the clock counts in 10 ms).
-    On this VM an idle machine makes every small file-system op dearer (envelope/README.md, --hogs-per-kernel)."""
+    It counts the stage's own processes: a Montage stage of one task is 0.5 on 2 vCPUs, its process computing on
+    one, and a CPU saturated while a stage does I/O (mBackground's two tasks per host: 0.91-0.99) shows here."""
     p = procs[procs["task_id"].isin(set(ids)) & procs["cpus"].notna()]
     tot = n = 0.0
     for _, h in p.groupby(p["host"].fillna("?")):

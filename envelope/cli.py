@@ -157,9 +157,9 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--hogs-per-kernel", type=int, default=0, metavar="K",
                    help="K processes per kernel only compute (spin) beside every measured run: on a "
                    "testbed, whose hosts share this machine's kernel, K in all; on separate machines K "
-                   "per host (default 0). The envelope of a machine a workflow keeps partly busy: an "
-                   "idle VM's sleeping vCPUs make small file-system ops slower than they are while "
-                   "the workflow runs (envelope/README.md)")
+                   "per host (default 0). On a VM small ops cost less beside them (vCPUs kept from "
+                   "halting), which a workflow's own busy processes do not give: Montage predicted from "
+                   "such envelopes came out 27-55 %% too fast (envelope/README.md)")
     m.add_argument("--call-gap-us", type=int, default=0, metavar="US",
                    help="every process computes (spins) US microseconds between two of its read or "
                    "write calls, as a task computes each row it writes (default 0: back to back); the "

@@ -187,8 +187,7 @@ class Sweep:
     # system whose hosts' CPUs are busy with tasks (envelope/README.md)
     hogs_per_host: int = 0
     # processes that only compute beside every engine run, per kernel: on a testbed (every host on this
-    # machine's kernel) the first host's engine runs them, elsewhere every host's; a machine whose CPUs a
-    # workflow keeps partly busy, as Montage keeps the testbed's 2 vCPUs ~55 % busy (envelope/README.md)
+    # machine's kernel) the first host's engine runs them, elsewhere every host's (envelope/README.md)
     hogs_per_kernel: int = 0
     # every engine worker computes this long between two data calls (engine --gap-us), as a task computes
     # each row it writes: calls apart cost more than calls back to back (envelope/README.md)

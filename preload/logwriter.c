@@ -366,7 +366,6 @@ static void priv_warn(const char *fin)
     warn_line(parts);
 }
 
-/* Write the log; returns 0 on success.  Only one writer ever runs (g_flushing). */
 /* STR cpu_clock "<online CPUs> <up s> <idle s> <up s> <idle s>": /proc/uptime at the image's start and now, idle
  * summed over the CPUs; ingest turns them into the machine's busy share while a stage ran (FORMAT.md) */
 static void cpu_clock(void)
@@ -392,6 +391,7 @@ static void cpu_clock(void)
     if (l) wb_str(S_CPU_CLOCK, b, n + l);
 }
 
+/* Write the log; returns 0 on success.  Only one writer ever runs (g_flushing). */
 int write_log(uint32_t ended_by)
 {
     if (__atomic_exchange_n(&g_flushing, 1, __ATOMIC_ACQ_REL)) return 0;
