@@ -262,7 +262,7 @@ def write_report(out, result, wf, surface, preds, measured):
     wi = _whatif(plt, out, result.get("what_if"))
     if wi:
         imgs.append(("What-if: where the bottleneck moves", wi))
-    page = _html(result, imgs, measured)
+    page = _html(result, imgs, measured, wf)
     path = os.path.join(out, "report.html")
     write_private(path, page)
     return path
@@ -278,7 +278,28 @@ def _t(x):
     return html.escape(str(x))
 
 
-def _html(result, imgs, measured):
+CONDITIONS = (("io_concurrency", "tasks in I/O at once"), ("cpu_load", "tasks computing beside the I/O, per host"),
+              ("compute_per_call_us", "computing per call, us"), ("idle_before_ms", "host's I/O idle before a task, ms"),
+              ("machine_busy", "machine's CPUs busy"))
+
+
+def _conditions(wf) -> list[str]:
+    """The traced conditions of every stage, from the workflow model: what the refinements and an admin read."""
+    e = html.escape
+    cols = [(f, h) for f, h in CONDITIONS if any(getattr(st, f) is not None for st in wf.stages)]
+    if not cols:
+        return []
+    out = ["<h2>Traced conditions per stage (workflow model)</h2><table><tr><th class=l>stage</th>"
+           + "".join(f"<th>{e(h)}</th>" for _, h in cols) + "</tr>"]
+    for st in wf.stages:
+        out.append(f"<tr><td class=l>{e(st.name)}</td>"
+                   + "".join(f"<td>{f'{100 * v:.0f} %' if f == 'machine_busy' and v is not None else _t(v)}</td>"
+                             for f, _ in cols for v in [getattr(st, f)]) + "</tr>")
+    out.append("</table>")
+    return out
+
+
+def _html(result, imgs, measured, wf):
     e = html.escape
     env = result["envelope"]
     prov = env.get("provenance") or {}
@@ -330,6 +351,7 @@ def _html(result, imgs, measured):
                          f"<td>{_t(r['slowest_over_median_mean'])}</td><td>{_t(r['slowest_over_median_max'])}</td>"
                          f"<td>{_t(m.get('io_concurrency'))}</td><td>{_t(m['span_s'])}</td></tr>")
         parts.append("</table>")
+    parts += _conditions(wf)
     for title, img in imgs:
         if img:
             parts.append(f"<h2>{e(title)}</h2><img alt='{e(img[0])}' src='data:image/png;base64,{img[1]}'>")

@@ -298,6 +298,24 @@ def test_stage_names_are_text_in_the_report(tmp_path):
     assert "<td class=l>$\\foo$ &lt;b&gt;x&lt;/b&gt;</td>" in page and "<b>x</b>" not in page
 
 
+def test_the_report_shows_the_traced_conditions_of_each_stage(tmp_path):
+    """The model's traced conditions (here the machine's busy share and I/O concurrency of one stage) in a table of
+    their own; a column no stage has is left out."""
+    doc = _montage_doc()
+    for st in doc["stages"]:
+        for f in ("machine_busy", "io_concurrency", "cpu_load", "compute_per_call_us", "idle_before_ms"):
+            st.pop(f, None)
+    doc["stages"][0].update(machine_busy=0.53, io_concurrency=1.5)
+    out = tmp_path / "rep"
+    r = predict(_write(tmp_path / "wf.yaml", doc), "--out", out, "--bootstrap", "0")
+    assert r.returncode == 0, r.stderr
+    page = (out / "report.html").read_text()
+    table = page.split("<h2>Traced conditions per stage (workflow model)</h2>")[1].split("</table>")[0]
+    assert "<th>tasks in I/O at once</th><th>machine&#x27;s CPUs busy</th></tr>" in table and "computing" not in table
+    assert f"<tr><td class=l>{doc['stages'][0]['name']}</td><td>1.5</td><td>53 %</td></tr>" in table
+    assert f"<tr><td class=l>{doc['stages'][1]['name']}</td><td>–</td><td>–</td></tr>" in table
+
+
 def test_workflow_after_what_if_and_missing_workflow():
     r = predict("--what-if", "hosts=2,4", MONTAGE, "--bootstrap", "0", "--json")
     assert r.returncode == 0, r.stderr
