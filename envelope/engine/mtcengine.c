@@ -221,7 +221,6 @@ static void spin_until(int64_t until)
             x = x * 6364136223846793005ULL + 1;
 }
 
-/* sleep ns nanoseconds, through signals */
 /* the machine's CPU clock (/proc/uptime: seconds up, seconds idle summed over the CPUs); 0 when unreadable */
 static int uptime(double *up, double *idle)
 {
@@ -231,6 +230,7 @@ static int uptime(double *up, double *idle)
     return ok;
 }
 
+/* sleep ns nanoseconds, through signals */
 static void sleep_ns(int64_t ns)
 {
     struct timespec d = {ns / 1000000000, (long)(ns % 1000000000)};
