@@ -586,10 +586,9 @@ class Measurer:
                "step_s": round(time.monotonic() - self.step_t0, 3)}
         # the machine's CPU and idle seconds while measuring (/proc/uptime counts in 10 ms: a short run's may be 0,
         # which its envelope's sums over many points do not mind)
-        clocks = [(float(r.summary.get("cpu_s", 0)), float(r.summary.get("idle_s", 0))) for r in runs
-                  if int(r.summary.get("cpus", 0)) > 0]
-        if clocks and len(clocks) == len(runs):
-            cfg["cpu_s"], cfg["idle_s"] = round(sum(c for c, _ in clocks), 2), round(sum(i for _, i in clocks), 2)
+        if runs and all(int(r.summary.get("cpus", 0)) > 0 for r in runs):
+            for k in ("cpu_s", "idle_s"):
+                cfg[k] = round(sum(float(r.summary.get(k, 0)) for r in runs), 2)
         if self.sw.hogs_per_kernel:     # where the spinners ran, as the engines said
             cfg["hogs_by_host"] = {r.host: int(r.meta.get("hogs", 0)) for r in runs}
         if self.sw.idle_ms and runs and metric in IDLE_METRICS:

@@ -291,10 +291,12 @@ def _conditions(wf) -> list[str]:
         return []
     out = ["<h2>Traced conditions per stage (workflow model)</h2><table><tr><th class=l>stage</th>"
            + "".join(f"<th>{e(h)}</th>" for _, h in cols) + "</tr>"]
+    def cell(st, f):
+        v = getattr(st, f)
+        return f"{100 * v:.0f} %" if f == "machine_busy" and v is not None else _t(v)
     for st in wf.stages:
-        out.append(f"<tr><td class=l>{e(st.name)}</td>"
-                   + "".join(f"<td>{f'{100 * v:.0f} %' if f == 'machine_busy' and v is not None else _t(v)}</td>"
-                             for f, _ in cols for v in [getattr(st, f)]) + "</tr>")
+        out.append(f"<tr><td class=l>{e(st.name)}</td>" + "".join(f"<td>{cell(st, f)}</td>" for f, _ in cols)
+                   + "</tr>")
     out.append("</table>")
     return out
 

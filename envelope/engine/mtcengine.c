@@ -666,6 +666,7 @@ int main(int argc, char **argv)
     }
     double span = ok ? (last - first) / 1e9 : 0;
     int rc = interrupted ? 130 : timed_out ? 3 : failed ? 1 : 0;
+    long ncpu = clock_ok ? sysconf(_SC_NPROCESSORS_ONLN) : 0L;
     printf("#summary\tops=%ld\tok=%ld\tfailed=%ld\tbytes=%lld\tt_first_start_ns=%lld\t"
            "t_last_end_ns=%lld\tspan_s=%.9f\tops_per_s=%.6f\tbytes_per_s=%.3f\tt_launch_ns=%lld\t"
            "t_go_ns=%lld\tlate_ns=%lld\ttimed_out=%d\tinterrupted=%d\texit=%d\tcpus=%ld\tcpu_s=%.2f\tidle_s=%.2f\n",
@@ -673,8 +674,7 @@ int main(int argc, char **argv)
            (long long)last, span, span > 0 ? ok / span : 0.0, span > 0 ? bytes / span : 0.0,
            (long long)t_launch, (long long)t_go,
            (long long)(o.start_at > 0 && t_go > o.start_at ? t_go - o.start_at : 0),
-           timed_out, interrupted, rc, clock_ok ? sysconf(_SC_NPROCESSORS_ONLN) : 0L,
-           clock_ok ? sysconf(_SC_NPROCESSORS_ONLN) * (up_stop - up_go) : 0.0, clock_ok ? idle_stop - idle_go : 0.0);
+           timed_out, interrupted, rc, ncpu, ncpu * (up_stop - up_go), clock_ok ? idle_stop - idle_go : 0.0);
     fflush(stdout);
     if (nalive > 0)
         fprintf(stderr, "mtcengine: %d worker(s) did not die after SIGKILL (stuck in the "
