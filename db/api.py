@@ -135,10 +135,13 @@ class Store:
 
     def processes(self, run: str | int) -> pd.DataFrame:
         """One row per process image (log): id, task_id, host, pid, ppid, origin, start_ns, end_ns, exit_status,
-        ended_by, signal, chain_prev_id, exe, argv (list), cwd, task, stage, ops_traced, log_path, log_complete ..."""
+        ended_by, signal, chain_prev_id, exe, argv (list), cwd, task, stage, ops_traced, log_path, log_complete ...,
+        io_s: its time in traced calls on every file it touched (0 when none)."""
         rid = self._run_id(run)
-        df = self._df("SELECT p.*, h.name AS host FROM processes p JOIN hosts h ON h.id = p.host_id "
-                      "WHERE p.run_id = ? ORDER BY p.start_ns, p.id", (rid,))
+        df = self._df("SELECT p.*, h.name AS host, COALESCE(io.ns, 0) / 1e9 AS io_s FROM processes p "
+                      "JOIN hosts h ON h.id = p.host_id LEFT JOIN (SELECT process_id, SUM(t_open_ns + t_read_ns + "
+                      "t_write_ns + t_close_ns + t_meta_ns) AS ns FROM file_access GROUP BY process_id) io "
+                      "ON io.process_id = p.id WHERE p.run_id = ? ORDER BY p.start_ns, p.id", (rid,))
         df["argv"] = [self._names(json.loads(a)) if a else [] for a in df["argv"]]
         df["gfarm_mounts"] = [self._names(json.loads(a)) if a else [] for a in df["gfarm_mounts"]]
         return df.drop(columns=["run_id", "host_id"])

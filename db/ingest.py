@@ -36,7 +36,7 @@ FA_COLS = ("process_id", "fid", "file_id", "flags") + lf.COUNTERS + \
 PROC_COLS = ("id", "run_id", "host_id", "pid", "ppid", "uid", "origin", "start_ns", "end_ns", "exit_status",
              "ended_by", "signal", "parent_start_ns", "exe", "argv", "cwd", "task", "stage", "run_label",
              "gfarm_mounts", "ops_traced", "ops_dropped", "files_dropped", "munmaps", "trace_ops", "shim_version",
-             "log_path", "log_complete", "log_error") + tuple(c for c, _ in store.CPU_CLOCK_COLS)
+             "log_path", "log_complete", "log_error") + tuple(c for c, _ in store.CPU_CLOCK_COLS) + tuple(c for c, _ in store.SCHED_COLS)
 BATCH = 4000            # logs per executemany batch
 GFWHERE_BATCH = 400     # paths per gfwhere call
 MAX_LOG_BYTES = 1 << 30  # a larger "log" is refused unread (the shim's default op trace cap gives <= 192 MiB)
@@ -54,6 +54,19 @@ def cpu_clock(text) -> tuple:
         return (None,) * 5
     ok = 0 < n <= 1 << 16 and 0 <= u0 <= u1 < 1e10 and 0 <= i0 <= i1 and i1 - i0 <= n * (u1 - u0) + 0.02 * n
     return (n, u0, i0, u1, i1) if ok else (None,) * 5
+
+
+def sched(text) -> tuple:
+    """The shim's sched string "<on-CPU ns> <waiting ns> <slices>" at the image's start then at its end (its main
+    thread's /proc/self/schedstat) as (sched_cpu_s, sched_wait_s, sched_slices) over the image; all None when
+    absent or not such a clock (a counter going back)."""
+    try:
+        c0, w0, n0, c1, w1, n1 = map(int, text.split())
+    except (AttributeError, ValueError, TypeError):
+        return (None,) * 3
+    if not (0 <= c0 <= c1 < 1 << 63 and 0 <= w0 <= w1 < 1 << 63 and 0 <= n0 <= n1 < 1 << 63):
+        return (None,) * 3
+    return (c1 - c0) / 1e9, (w1 - w0) / 1e9, n1 - n0
 
 
 class IngestError(RuntimeError):
@@ -196,7 +209,7 @@ class _RunWriter:
             json.dumps(p.get("argv", [])), db_text(p.get("cwd")), db_text(p.get("task")), db_text(p.get("stage")),
             db_text(p.get("run")), json.dumps(mounts), p["ops_traced"], p["ops_dropped"], p["files_dropped"],
             p["munmaps"], int(p["trace_ops"]), db_text(p.get("shim_version")), db_text(path), int(rec.complete),
-            db_text(rec.error), *cpu_clock(p.get("cpu_clock"))))
+            db_text(rec.error), *cpu_clock(p.get("cpu_clock")), *sched(p.get("sched"))))
         if p["files_dropped"] or p["ops_dropped"]:
             d = self.dropped
             d[0] += 1

@@ -1,5 +1,5 @@
 -- mtcio SQLite store: the one contract between the shim (via ingest), the envelope harness and the predictor.
--- Current schema version: 4 (PRAGMA user_version). db/store.py applies this file to a new db and the migrations
+-- Current schema version: 6 (PRAGMA user_version). db/store.py applies this file to a new db and the migrations
 -- in store.MIGRATIONS to an older one. Every statement here is idempotent (IF NOT EXISTS).
 -- Conventions: times are CLOCK_REALTIME ns (INTEGER, *_ns) or Unix seconds (REAL: created, measured_at,
 -- resolved_at); sizes in bytes; JSON columns hold UTF-8 JSON text; booleans are 0/1.
@@ -111,6 +111,10 @@ CREATE TABLE IF NOT EXISTS processes (
     -- share while a stage ran (NULL from logs without it); last: added by ALTER
     cpus            INTEGER,
     uptime_start_s  REAL, idle_start_s REAL, uptime_end_s REAL, idle_end_s REAL,
+    -- the image's main thread from its start to its end (/proc/self/schedstat): seconds on a CPU, seconds ready to
+    -- run without one (a blocking call's measured time holds the wait after its wake-up), times put on a CPU (NULL
+    -- from logs without it); last: added by ALTER
+    sched_cpu_s     REAL, sched_wait_s REAL, sched_slices INTEGER,
     UNIQUE (run_id, host_id, pid, start_ns)
 );
 CREATE INDEX IF NOT EXISTS processes_task ON processes (task_id);

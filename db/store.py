@@ -18,7 +18,7 @@ import time
 from importlib import resources
 from typing import Any, Callable, Iterable
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700     # traces reveal users' paths and argv: new dbs and outputs are private
 
 
@@ -135,7 +135,18 @@ def _v4_to_v5(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE processes ADD COLUMN {col} {typ}")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5]
+SCHED_COLS = (("sched_cpu_s", "REAL"), ("sched_wait_s", "REAL"), ("sched_slices", "INTEGER"))
+
+
+def _v5_to_v6(conn: sqlite3.Connection) -> None:
+    """Version 6 adds the processes' scheduler clock (the shim's sched string), NULL for the rows ingested before."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(processes)")}
+    for col, typ in SCHED_COLS:
+        if col not in have:
+            conn.execute(f"ALTER TABLE processes ADD COLUMN {col} {typ}")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6]
 assert len(MIGRATIONS) == SCHEMA_VERSION - 1
 
 

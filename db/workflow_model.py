@@ -26,6 +26,10 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
         idle_before_ms: FLOAT?         # the host's I/O idle before a task's first open, ms (median over tasks)
         machine_busy: FLOAT in [0,1]?  # share of the machine's CPU time busy while the stage ran (shim cpu_clock;
                                        # per host from its first process's start to its last's end, mean by tasks)
+        cpu_wait: FLOAT in [0,1]?      # share of the stage's processes' time ready to run without a CPU (shim sched:
+                                       # run-queue wait over process life; an I/O call's time holds the wait after it)
+        io_cpu_wait: FLOAT in [0,1]?   # share of the stage's traced I/O time waiting for a CPU (estimated from the
+                                       # same clocks: I/O time not asleep x the share of wanted CPU time waited)
         read:                          # 1-to-1 reads (file read by exactly one task of the stage)
           bytes_per_task: {min, mean, max}   # D (mean); bytes actually read per task
           files_per_task: FLOAT
@@ -205,6 +209,8 @@ class Stage:
     compute_per_call_us: float | None = None
     idle_before_ms: float | None = None
     machine_busy: float | None = None
+    cpu_wait: float | None = None
+    io_cpu_wait: float | None = None
     measured: Measured = field(default_factory=Measured)
     envelope: StageEnvelope | None = None
 
@@ -234,7 +240,7 @@ class Workflow:
 _REQUIRED = {Stage: ("name", "tasks", "hosts"), Dist: ("min", "mean", "max"), Read: ("bytes_per_task",),
              Write: ("bytes_per_task",), Shared: ("files", "bytes"), Metadata: ()}
 _FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction", "young_fraction", "stats_cached_fraction",
-              "redirected_fraction", "left_open_fraction", "machine_busy"}
+              "redirected_fraction", "left_open_fraction", "machine_busy", "cpu_wait", "io_cpu_wait"}
 _POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host"}
 
 

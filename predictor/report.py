@@ -280,7 +280,8 @@ def _t(x):
 
 CONDITIONS = (("io_concurrency", "tasks in I/O at once"), ("cpu_load", "tasks computing beside the I/O, per host"),
               ("compute_per_call_us", "computing per call, us"), ("idle_before_ms", "host's I/O idle before a task, ms"),
-              ("machine_busy", "machine's CPUs busy"))
+              ("machine_busy", "machine's CPUs busy"), ("cpu_wait", "processes' time waiting for a CPU"),
+              ("io_cpu_wait", "I/O time waiting for a CPU"))
 
 
 def _conditions(wf) -> list[str]:
@@ -293,7 +294,7 @@ def _conditions(wf) -> list[str]:
            + "".join(f"<th>{e(h)}</th>" for _, h in cols) + "</tr>"]
     def cell(st, f):
         v = getattr(st, f)
-        return f"{100 * v:.0f} %" if f == "machine_busy" and v is not None else _t(v)
+        return f"{100 * v:.0f} %" if f in ("machine_busy", "cpu_wait", "io_cpu_wait") and v is not None else _t(v)
     for st in wf.stages:
         out.append(f"<tr><td class=l>{e(st.name)}</td>" + "".join(f"<td>{cell(st, f)}</td>" for f, _ in cols)
                    + "</tr>")

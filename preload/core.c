@@ -8,6 +8,8 @@ uint32_t g_origin;
 uint64_t g_parent_start_ns;
 char g_uptime0[48];
 size_t g_uptime0_len;
+char g_sched0[80];
+size_t g_sched0_len;
 /* The strings of a traced process live at the start of its memory reservation, packed one after the other (the
  * working directory, which changes, last, with room for PATH_MAX): a process touches one or two pages for all of
  * them instead of one page per PATH_MAX-sized array. */
@@ -188,6 +190,7 @@ size_t read_line(const char *path, char *buf, size_t cap)
 static void time_base(void)
 {
     g_uptime0_len = read_line("/proc/uptime", g_uptime0, sizeof g_uptime0);
+    g_sched0_len = read_line("/proc/self/schedstat", g_sched0, sizeof g_sched0);
     g_tick0 = NOW();
     g_mono0 = clock_ns(CLOCK_MONOTONIC);
     g_real0 = clock_ns(CLOCK_REALTIME);

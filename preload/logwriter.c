@@ -391,6 +391,20 @@ static void cpu_clock(void)
     if (l) wb_str(S_CPU_CLOCK, b, n + l);
 }
 
+/* STR sched "<on-CPU ns> <waiting ns> <timeslices> <on-CPU ns> <waiting ns> <timeslices>": /proc/self/schedstat
+ * (the main thread's) at the image's start and now; ingest turns the waits into the share of a stage's time its
+ * processes were ready to run but had no CPU, which a blocking call's measured time includes (FORMAT.md) */
+static void sched_clock(void)
+{
+    char b[176];
+    if (!g_sched0_len) return;
+    memcpy(b, g_sched0, g_sched0_len);
+    size_t n = g_sched0_len;
+    b[n++] = ' ';
+    size_t l = read_line("/proc/self/schedstat", b + n, sizeof b - n);
+    if (l) wb_str(S_SCHED, b, n + l);
+}
+
 /* Write the log; returns 0 on success.  Only one writer ever runs (g_flushing). */
 int write_log(uint32_t ended_by)
 {
@@ -479,6 +493,7 @@ int write_log(uint32_t ended_by)
     if (g_excl_raw[0]) wb_str(S_EXCLUDE, g_excl_raw, s_len(g_excl_raw));
     wb_str(S_SHIM_VERSION, SHIM_VERSION, sizeof SHIM_VERSION - 1);
     cpu_clock();
+    sched_clock();
     if (g_mounts_given) {
         for (const char *m = g_mounts_raw; *m;) {
             const char *e = strchr(m, ':');

@@ -122,6 +122,8 @@ extern uint32_t g_origin;
 extern uint64_t g_parent_start_ns;
 extern char g_uptime0[48];        /* /proc/uptime at the image's start (see cpu_clock in logwriter.c) */
 extern size_t g_uptime0_len;
+extern char g_sched0[80];         /* /proc/self/schedstat at the image's start (see sched_clock in logwriter.c) */
+extern size_t g_sched0_len;
 size_t read_line(const char *path, char *buf, size_t cap);
 extern char *g_dir, *g_host, *g_run, *g_task, *g_stage, *g_cwd, *g_cwd0;   /* packed strings (core.c) */
 extern size_t g_cwd_len;

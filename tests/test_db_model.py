@@ -1,5 +1,6 @@
 """mtcprof model: the workflow YAML from a traced run, and the schema loader's checks."""
 import copy
+import shutil
 import threading
 import time
 import sys
@@ -313,6 +314,59 @@ def test_machine_busy_is_the_machines_cpu_share_while_the_stage_ran(tmp_path, ca
 ])
 def test_cpu_clock_strings(text, want):
     assert ing.cpu_clock(text) == want
+
+
+@pytest.mark.parametrize("text,want", [
+    ("100 20 3 2500000100 500000020 13", (2.5, 0.5, 10)),
+    ("0 0 1 0 0 1", (0.0, 0.0, 0)),
+    (None, (None,) * 3),
+    ("100 20 3 2500000100 500000020", (None,) * 3),         # a field short
+    ("100 20 3 99 500000020 13", (None,) * 3),              # on-CPU time going back
+    ("100 20 3 2500000100 19 13", (None,) * 3),             # the wait going back
+    ("100 20 3 2500000100 500000020 x", (None,) * 3),
+    ("-1 20 3 2500000100 500000020 13", (None,) * 3),
+])
+def test_sched_strings(text, want):
+    assert ing.sched(text) == want
+
+
+def test_cpu_wait_is_the_share_of_process_time_without_a_cpu(tmp_path, capsys):
+    """Stage CROWD: three traced processes pinned to one CPU at once, each computing 0.3 s of CPU between reads of
+    1 MiB from the page cache (never asleep), so each waits for the other two about 2/3 of its life, inside its
+    reads as outside; stage ALONE: one pinned to the other CPU, nothing to wait for. Each process's scheduler
+    clock is the shim's: CPU seconds at least the spin's."""
+    import os
+    from test_db_ingest import traced
+    if os.cpu_count() < 2 or not shutil.which("taskset"):
+        pytest.skip("needs 2 CPUs and taskset")
+    logs, data = tmp_path / "logs", tmp_path / "data"
+    logs.mkdir()
+    data.write_bytes(b"d" * (1 << 20))
+    spin = (f"import os, time; fd = os.open('{data}', os.O_RDONLY); t = time.process_time() + 0.3\n"
+            "while time.process_time() < t:\n    os.pread(fd, 1 << 20, 0)\n    u = time.process_time() + 0.001\n"
+            "    while time.process_time() < u: pass")
+    res = []
+    ts = [threading.Thread(target=lambda i=i: res.append(traced(
+        logs, ["taskset", "-c", "0", sys.executable, "-c", spin], f"c{i}", "CROWD", "W", MTCPROF_INCLUDE=str(data))))
+        for i in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    res.append(traced(logs, ["taskset", "-c", "1", sys.executable, "-c", spin], "a", "ALONE", "W",
+                      MTCPROF_INCLUDE=str(data)))
+    assert [r.returncode for r in res] == [0] * 4, [r.stderr for r in res]
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
+    p = Store(db).processes("W")
+    py = p[p["exe"].str.contains("python")]
+    assert len(py) == 4 and (py["sched_cpu_s"] >= 0.3).all() and (py["sched_slices"] >= 1).all()
+    out = tmp_path / "wf.yaml"
+    assert run_model(["--db", str(db), "--run", "W", "-o", str(out)], capsys)[0] == 0
+    w = wm.load(str(out))
+    assert 0.4 <= w.stage("CROWD").cpu_wait <= 0.8 and 0.4 <= w.stage("CROWD").io_cpu_wait <= 0.8
+    assert w.stage("ALONE").cpu_wait < 0.2 and w.stage("ALONE").io_cpu_wait < 0.2
+    assert (py["io_s"] > 0).all()
 
 
 def test_young_fraction_is_the_share_read_within_a_second_of_its_write_on_the_host(tmp_path, capsys):
