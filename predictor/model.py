@@ -16,7 +16,7 @@ from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
-               "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads", "cpu_wait")
+               "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -535,12 +535,6 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     for count, t in parts:
         for term, v in t.items():
             terms[term] += count * v
-    w = min(0.9, stage.io_cpu_wait or 0.0) if "cpu_wait" in on else 0.0
-    if w > 0:
-        # a traced call's time holds its process's wait for a CPU after it wakes up: no envelope point has it
-        terms = {term: v / (1.0 - w) for term, v in terms.items()}
-        notes.append(f"CPU wait: {w:.0%} of this stage's traced I/O time was its processes waiting for a CPU; "
-                     f"every term x {1 / (1 - w):.2f}")
     bounds = {}
     for t in ops:
         m = TERM_METRIC[t]

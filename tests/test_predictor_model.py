@@ -653,25 +653,6 @@ def test_seeks_to_the_end_are_charged_at_the_fstat_rate_when_measured():
     assert "the envelope has no stat rate (Ts): stats charged as creates (Tm)" in no_ts.notes
 
 
-def test_cpu_wait_stretches_every_term():
-    """A stage whose traced I/O time was 20 % its processes waiting for a CPU: every term of the prediction without
-    the wait / 0.8, the note says so; none without the clock (None) or with the refinement off."""
-    st = write_stage(n=4)
-    st.metadata = Metadata(ops_per_task=1, creates_per_task=1, opens_per_task=1, failed_per_task=2)
-    surf = stat_envelope()
-    off = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"cpu_wait"})
-    st.io_cpu_wait = 0.2
-    p = predict_stage(st, surf, "refined")
-    assert off.meta_s > 0 and off.write_s > 0
-    assert p.terms == pytest.approx({t: v / 0.8 for t, v in off.terms.items()}, rel=1e-12)
-    assert p.total_s == pytest.approx(off.total_s / 0.8, rel=1e-12)
-    assert "CPU wait: 20% of this stage's traced I/O time was its processes waiting for a CPU; every term x 1.25" \
-        in p.notes
-    assert predict_stage(st, surf, "refined", set(REFINEMENTS) - {"cpu_wait"}).terms == off.terms
-    st.io_cpu_wait = None
-    assert predict_stage(st, surf, "refined").terms == off.terms
-
-
 def test_a_file_written_twice_weighs_twice():
     """mImgtbl writes its 27 KB table, then writes it again: each write of it is an op (a close in the stall
     band each), weighted by rewrite_factor at every size point."""
