@@ -589,6 +589,11 @@ class Measurer:
         if runs and all(int(r.summary.get("cpus", 0)) > 0 for r in runs):
             for k in ("cpu_s", "idle_s"):
                 cfg[k] = round(sum(float(r.summary.get(k, 0)) for r in runs), 2)
+        # the workers' time in ops, and on a CPU and waiting for one over their op loops: the share of an op's time
+        # spent waiting for a CPU, as a traced task's io_cpu_wait (db/model.py) estimates it
+        if runs and all(r.summary.get("sched") == "1" for r in runs):
+            for k in ("op_s", "op_cpu_s", "op_wait_s"):
+                cfg[k] = round(sum(float(r.summary[k]) for r in runs), 6)
         if self.sw.hogs_per_kernel:     # where the spinners ran, as the engines said
             cfg["hogs_by_host"] = {r.host: int(r.meta.get("hogs", 0)) for r in runs}
         if self.sw.idle_ms and runs and metric in IDLE_METRICS:

@@ -4,6 +4,7 @@ POSIX backend on a local tmp dir: exact op counts and bytes, N-to-1, start-at, t
 interrupts, bad arguments. The gfarm backend runs against the testbed (marked testbed)."""
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import threading
@@ -232,6 +233,27 @@ def test_the_summary_has_the_machines_cpu_time_from_the_go(exe, tmp_path):
     wall = (r.records[0].t_end_ns - int(r.summary["t_go_ns"])) / 1e9
     assert n * (wall - 0.02) <= cpu <= n * (wall + 0.05)
     assert 0 <= idle and cpu - idle >= 0.25
+
+
+def test_the_summary_has_the_workers_wait_for_a_cpu(exe, tmp_path):
+    """op_s, op_cpu_s and op_wait_s: the workers' time in ops, and on a CPU and ready without one over their op
+    loops (/proc/self/schedstat). Three writers of 1 MiB to a page-cached file pinned to one CPU each wait about
+    2/3 of their ops' time (a write to memory never sleeps); one alone hardly waits."""
+    if os.cpu_count() < 2 or not shutil.which("taskset"):
+        pytest.skip("needs 2 CPUs and taskset")
+    args = ["--op", "write", "--files-per-proc", "100", "--size", "1m", "--block", "1m"]
+    share = {}
+    for procs, cpu in ((3, "0"), (1, "1")):
+        cp = subprocess.run(["taskset", "-c", cpu, exe, *args, "--procs", str(procs),
+                             "--path", str(tmp_path / f"w{procs}.{{rank}}.{{i}}")], capture_output=True, text=True)
+        assert cp.returncode == 0, cp.stderr
+        r = eng.parse_output(cp.stdout)
+        s = r.summary
+        assert s["sched"] == "1" and len(r.records) == 100 * procs
+        assert float(s["op_s"]) == pytest.approx(sum(x.t_end_ns - x.t_start_ns for x in r.records) / 1e9, abs=1e-5)
+        assert float(s["op_cpu_s"]) > 0
+        share[procs] = float(s["op_wait_s"]) / float(s["op_s"])
+    assert 0.4 <= share[3] <= 0.8 and share[1] < 0.2
 
 
 def test_hogs_compute_beside_the_workers_and_end_with_them(exe, tmp_path):

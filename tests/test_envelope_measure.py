@@ -143,6 +143,8 @@ def test_an_envelope_measured_beside_computing_processes_per_kernel(testbed, tmp
     assert [c["hogs_per_kernel"] for c in df.config] == [2] * 3
     assert all("hogs_per_host" not in c for c in df.config)
     assert all(0 <= c["idle_s"] <= c["cpu_s"] for c in df.config)     # the machine's clock over the two engines
+    # the workers' clocks over their op loops: waits within their ops' time, CPU time beside it
+    assert all(c["op_s"] > 0 and 0 <= c["op_wait_s"] <= c["op_s"] and c["op_cpu_s"] > 0 for c in df.config)
     e = envelope_source.load(f"{db}:busy")
     assert e.hogs == 0            # not a loaded twin per host: mtcpredict may take it as its main envelope
     assert e.meta["hogs_per_kernel"] == 2

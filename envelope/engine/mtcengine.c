@@ -31,6 +31,10 @@
  *  - the summary's cpus, cpu_s and idle_s are the machine's CPU time and idle time from the go to the last
  *    worker's end (/proc/uptime): how busy the machine was while it measured, which makes small ops cheaper
  *    on a VM (vCPUs kept from halting) and large ones dearer (CPUs taken).
+ *  - the summary's op_s, op_cpu_s and op_wait_s are the workers' summed time in their timed ops, and their
+ *    time on a CPU and ready to run without one over their op loops (/proc/self/schedstat): an op's time holds
+ *    the wait for a CPU after it wakes, as a traced task's call does on a busy machine (0 and sched=0 when a
+ *    worker's clock could not be read).
  *
  * Exit status: 0 all ops ok, 1 some op failed, 2 bad arguments, 3 timeout (workers killed),
  * 130 interrupted (SIGINT/SIGTERM; what was measured is still printed).
@@ -83,6 +87,8 @@ static struct {
 
 static struct rec *recs;          /* procs x files */
 static volatile int32_t *ready;   /* procs: worker passed its init */
+struct sched { int64_t cpu_ns, wait_ns; int32_t ok; };
+static struct sched *scheds;      /* procs: the worker's scheduler clock over its op loop */
 
 static int64_t now_ns(void)
 {
@@ -230,6 +236,17 @@ static int uptime(double *up, double *idle)
     return ok;
 }
 
+/* this thread's time on a CPU and ready to run without one (/proc/self/schedstat); 0 when unreadable */
+static int schedstat(int64_t *cpu, int64_t *wait)
+{
+    FILE *f = fopen("/proc/self/schedstat", "r");
+    long long c, w;
+    int ok = f && fscanf(f, "%lld %lld", &c, &w) == 2;
+    if (f) fclose(f);
+    if (ok) { *cpu = c; *wait = w; }
+    return ok;
+}
+
 /* sleep ns nanoseconds, through signals */
 static void sleep_ns(int64_t ns)
 {
@@ -359,6 +376,8 @@ static void worker(int r, int go_r, int ready_w)
 
     char path[MAX_PATH];
     int64_t spun = 0;     /* untimed ns so far: the worker's times leave them out, op after op */
+    int64_t cpu0 = 0, wait0 = 0, cpu1 = 0, wait1 = 0;
+    int clocked = schedstat(&cpu0, &wait0);
     for (int i = 0; i < o.files; i++) {
         struct rec *rc = mine + i;
         path_of(r, i, path);
@@ -375,6 +394,8 @@ static void worker(int r, int go_r, int ready_w)
         __atomic_store_n(&rc->state, ST_DONE, __ATOMIC_RELEASE);
         failed |= rc->err != 0;
     }
+    if (clocked && schedstat(&cpu1, &wait1))
+        scheds[r] = (struct sched){cpu1 - cpu0, wait1 - wait0, 1};
     o.be->fini();
     _exit(failed);
 }
@@ -481,7 +502,8 @@ int main(int argc, char **argv)
     recs = mmap(NULL, nrec * sizeof *recs, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ready = mmap(NULL, sizeof(int32_t) * o.procs, PROT_READ | PROT_WRITE,
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (recs == MAP_FAILED || ready == MAP_FAILED) {
+    scheds = mmap(NULL, sizeof *scheds * o.procs, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (recs == MAP_FAILED || ready == MAP_FAILED || scheds == MAP_FAILED) {
         perror("mtcengine: mmap");
         return 2;
     }
@@ -622,7 +644,7 @@ int main(int argc, char **argv)
            (long long)o.start_at, o.timeout, o.compute_ms, o.hogs, o.gap_us, o.idle_ms);
     printf("rank\ti\top\tpath\tbytes\tt_start_ns\tt_end_ns\tok\terrno\terror\n");
     long ok = 0, failed = 0;
-    int64_t bytes = 0, first = INT64_MAX, last = 0;
+    int64_t bytes = 0, first = INT64_MAX, last = 0, op_ns = 0;
     char path[MAX_PATH];
     for (int r = 0; r < o.procs; r++) {
         for (int i = 0; i < o.files; i++) {
@@ -657,6 +679,7 @@ int main(int argc, char **argv)
             if (good) {
                 ok++;
                 bytes += rc->bytes;
+                op_ns += t1 - t0;
                 if (t0 < first) first = t0;
                 if (t1 > last) last = t1;
             } else {
@@ -667,14 +690,25 @@ int main(int argc, char **argv)
     double span = ok ? (last - first) / 1e9 : 0;
     int rc = interrupted ? 130 : timed_out ? 3 : failed ? 1 : 0;
     long ncpu = clock_ok ? sysconf(_SC_NPROCESSORS_ONLN) : 0L;
+    int64_t op_cpu = 0, op_wait = 0;
+    int sched_ok = 1;
+    for (int r = 0; r < o.procs; r++) {
+        sched_ok &= scheds[r].ok;
+        op_cpu += scheds[r].cpu_ns;
+        op_wait += scheds[r].wait_ns;
+    }
+    if (!sched_ok)
+        op_cpu = op_wait = 0;
     printf("#summary\tops=%ld\tok=%ld\tfailed=%ld\tbytes=%lld\tt_first_start_ns=%lld\t"
            "t_last_end_ns=%lld\tspan_s=%.9f\tops_per_s=%.6f\tbytes_per_s=%.3f\tt_launch_ns=%lld\t"
-           "t_go_ns=%lld\tlate_ns=%lld\ttimed_out=%d\tinterrupted=%d\texit=%d\tcpus=%ld\tcpu_s=%.2f\tidle_s=%.2f\n",
+           "t_go_ns=%lld\tlate_ns=%lld\ttimed_out=%d\tinterrupted=%d\texit=%d\tcpus=%ld\tcpu_s=%.2f\tidle_s=%.2f\t"
+           "op_s=%.6f\tsched=%d\top_cpu_s=%.6f\top_wait_s=%.6f\n",
            (long)nrec, ok, failed, (long long)bytes, (long long)(ok ? first : 0),
            (long long)last, span, span > 0 ? ok / span : 0.0, span > 0 ? bytes / span : 0.0,
            (long long)t_launch, (long long)t_go,
            (long long)(o.start_at > 0 && t_go > o.start_at ? t_go - o.start_at : 0),
-           timed_out, interrupted, rc, ncpu, ncpu * (up_stop - up_go), clock_ok ? idle_stop - idle_go : 0.0);
+           timed_out, interrupted, rc, ncpu, ncpu * (up_stop - up_go), clock_ok ? idle_stop - idle_go : 0.0,
+           op_ns / 1e9, sched_ok, op_cpu / 1e9, op_wait / 1e9);
     fflush(stdout);
     if (nalive > 0)
         fprintf(stderr, "mtcengine: %d worker(s) did not die after SIGKILL (stuck in the "
