@@ -360,7 +360,8 @@ def test_cpu_wait_is_the_share_of_process_time_without_a_cpu(tmp_path, capsys):
     ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
     p = Store(db).processes("W")
     py = p[p["exe"].str.contains("python")]
-    assert len(py) == 4 and (py["sched_cpu_s"] >= 0.3).all() and (py["sched_slices"] >= 1).all()
+    assert len(py) == 4 and (py["sched_cpu_s"] >= 0.3).all()
+    assert (py.loc[py["stage"] == "CROWD", "sched_slices"] >= 10).all()     # switched with the two others
     out = tmp_path / "wf.yaml"
     assert run_model(["--db", str(db), "--run", "W", "-o", str(out)], capsys)[0] == 0
     w = wm.load(str(out))
