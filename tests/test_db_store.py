@@ -72,19 +72,27 @@ def test_migrate_from_v3_adds_seeks_end(tmp_path):
     assert [tuple(r) for r in conn.execute("SELECT seeks, seeks_end FROM file_access")] == [(5, 0)]
 
 
-def test_migrate_from_v4_adds_the_cpu_clock(tmp_path):
-    """A version-4 db (processes without the CPU clock) gains its five columns, NULL in the rows stored before."""
-    db = tmp_path / "v4.db"
+def _older(tmp_path, version: int, cols, insert: str) -> sqlite3.Connection:
+    """A db of this schema taken back to `version` by dropping `cols` from processes (after one row is inserted),
+    then opened (migrated) by store.connect."""
+    db = tmp_path / f"v{version}.db"
     store.connect(db).close()
     c = sqlite3.connect(db)
-    c.execute("INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete) VALUES (1, 1, 42, 7, 1)")
-    for col, _ in store.CPU_CLOCK_COLS + store.SCHED_COLS:
+    c.execute(insert)
+    for col, _ in cols:
         c.execute(f"ALTER TABLE processes DROP COLUMN {col}")
-    c.execute("PRAGMA user_version = 4")
+    c.execute(f"PRAGMA user_version = {version}")
     c.commit()
     c.close()
     conn = store.connect(db)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 6
+    return conn
+
+
+def test_migrate_from_v4_adds_the_cpu_clock(tmp_path):
+    """A version-4 db (processes without the CPU clock) gains its five columns, NULL in the rows stored before."""
+    conn = _older(tmp_path, 4, store.CPU_CLOCK_COLS + store.SCHED_COLS,
+                  "INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete) VALUES (1, 1, 42, 7, 1)")
     assert [tuple(r) for r in conn.execute("SELECT pid, cpus, uptime_start_s, idle_start_s, uptime_end_s, idle_end_s, "
                                            "sched_cpu_s, sched_wait_s, sched_slices FROM processes")] == [
         (42, None, None, None, None, None, None, None, None)]
@@ -93,17 +101,8 @@ def test_migrate_from_v4_adds_the_cpu_clock(tmp_path):
 def test_migrate_from_v5_adds_the_scheduler_clock(tmp_path):
     """A version-5 db (processes without the scheduler clock) gains its three columns, NULL in the rows before,
     and keeps the CPU clock stored there."""
-    db = tmp_path / "v5.db"
-    store.connect(db).close()
-    c = sqlite3.connect(db)
-    c.execute("INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete, cpus) VALUES (1, 1, 42, 7, 1, 2)")
-    for col, _ in store.SCHED_COLS:
-        c.execute(f"ALTER TABLE processes DROP COLUMN {col}")
-    c.execute("PRAGMA user_version = 5")
-    c.commit()
-    c.close()
-    conn = store.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 6
+    conn = _older(tmp_path, 5, store.SCHED_COLS, "INSERT INTO processes (run_id, host_id, pid, start_ns, "
+                  "log_complete, cpus) VALUES (1, 1, 42, 7, 1, 2)")
     assert [tuple(r) for r in conn.execute("SELECT pid, cpus, sched_cpu_s, sched_wait_s, sched_slices "
                                            "FROM processes")] == [(42, 2, None, None, None)]
 
