@@ -204,7 +204,7 @@ def _run(a) -> int:
             return _fail(f"--validate: cannot store the predictions: {e}", 1)
     if a.out:
         try:
-            _write_out(a.out, result, wf, surface, preds, measured)
+            _write_out(a.out, result, wf, surface, preds, measured, envs[0])
         except OSError as e:
             return _fail(f"--out {a.out}: {e.strerror or e}", 1)
     if a.json:
@@ -318,10 +318,10 @@ def _store(spec, result, measured, runs, env):
         conn.close()
 
 
-def _write_out(out, result, wf, surface, preds, measured):
+def _write_out(out, result, wf, surface, preds, measured, envelope=None):
     os.makedirs(out, mode=0o700, exist_ok=True)
     from .report import write_private, write_report
-    write_report(out, result, wf, surface, preds, measured)
+    write_report(out, result, wf, surface, preds, measured, envelope)
     write_private(os.path.join(out, "prediction.json"), json.dumps(result, indent=1, default=_jsonable))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import math
 import os
 
@@ -243,7 +244,7 @@ def _whatif(plt, out, rows):
     return r
 
 
-def write_report(out, result, wf, surface, preds, measured):
+def write_report(out, result, wf, surface, preds, measured, envelope=None):
     plt = _plt()
     sizes, ks = heatmap.axes(surface, wf.stages)
     refined = [p for p in preds if p.variant == "refined"] or preds
@@ -262,7 +263,7 @@ def write_report(out, result, wf, surface, preds, measured):
     wi = _whatif(plt, out, result.get("what_if"))
     if wi:
         imgs.append(("What-if: where the bottleneck moves", wi))
-    page = _html(result, imgs, measured, wf)
+    page = _html(result, imgs, measured, wf, envelope)
     path = os.path.join(out, "report.html")
     write_private(path, page)
     return path
@@ -302,7 +303,34 @@ def _conditions(wf) -> list[str]:
     return out
 
 
-def _html(result, imgs, measured, wf):
+def _envelope_waits(envelope) -> list[str]:
+    """The share of the envelope's op time its workers spent ready to run without a CPU (the engine's scheduler
+    clock, summed per point: op_wait_s / op_s), per metric and hosts x processes per host: where the clients'
+    CPUs, not the file system, held the measured ops back."""
+    acc = {}
+    for p in (envelope.points if envelope else []):
+        c = p.get("config") or {}
+        if isinstance(c, str):
+            c = json.loads(c)
+        if p.get("ok") and c.get("op_s") and p["metric"].startswith("T"):   # a B point is its T twin's run
+            a = acc.setdefault((p["metric"], p["hosts"], p["procs_per_host"]), [0.0, 0.0])
+            a[0] += c["op_wait_s"]
+            a[1] += c["op_s"]
+    if not acc:
+        return []
+    e = html.escape
+    cols = sorted({(h, n) for _, h, n in acc})
+    out = [f"<h2>Envelope {e(str(envelope.name))}: its ops' time waiting for a CPU</h2><table><tr><th class=l>"
+           "metric</th>" + "".join(f"<th>{h} hosts x {n}</th>" for h, n in cols) + "</tr>"]
+    for m in sorted({m for m, _, _ in acc}):
+        cells = (acc.get((m, h, n)) for h, n in cols)
+        out.append(f"<tr><td class=l>{e(m)}</td>"
+                   + "".join(f"<td>{100 * a[0] / a[1]:.0f} %</td>" if a else "<td>–</td>" for a in cells) + "</tr>")
+    out.append("</table>")
+    return out
+
+
+def _html(result, imgs, measured, wf, envelope=None):
     e = html.escape
     env = result["envelope"]
     prov = env.get("provenance") or {}
@@ -355,6 +383,7 @@ def _html(result, imgs, measured, wf):
                          f"<td>{_t(m.get('io_concurrency'))}</td><td>{_t(m['span_s'])}</td></tr>")
         parts.append("</table>")
     parts += _conditions(wf)
+    parts += _envelope_waits(envelope)
     for title, img in imgs:
         if img:
             parts.append(f"<h2>{e(title)}</h2><img alt='{e(img[0])}' src='data:image/png;base64,{img[1]}'>")

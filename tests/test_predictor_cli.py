@@ -318,6 +318,28 @@ def test_the_report_shows_the_traced_conditions_of_each_stage(tmp_path):
     assert f"<tr><td class=l>{doc['stages'][1]['name']}</td><td>–</td><td>–</td><td>12 %</td></tr>" in table
 
 
+def test_the_report_shows_the_envelopes_wait_for_a_cpu(tmp_path):
+    """The main envelope's op time waiting for a CPU (the engine's op_wait_s / op_s summed per metric and hosts x
+    processes), B points left out as their T twins' runs; a point without the clock counts for nothing."""
+    import sqlite3
+    _, db = _envelope_db(tmp_path, {"Tm", "TL", "BL", "T1L", "B1L", "T1R", "B1R", "TN", "BN"})
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE envelope_points SET config = '{\"op_s\": 2.0, \"op_wait_s\": 0.5}' "
+                  "WHERE metric IN ('TL', 'BL') AND hosts = 2 AND procs_per_host = 1")
+        c.execute("UPDATE envelope_points SET config = '{\"op_s\": 1.0, \"op_wait_s\": 0.125}' "
+                  "WHERE metric = 'T1L' AND hosts = 4 AND procs_per_host = 1")
+    out = tmp_path / "rep"
+    r = predict(MONTAGE, "--envelope", f"{db}:site", "--out", out, "--bootstrap", "0")
+    assert r.returncode == 0, r.stderr
+    page = (out / "report.html").read_text()
+    table = page.split("<h2>Envelope site: its ops' time waiting for a CPU</h2>")[1].split("</table>")[0]
+    assert "<th>2 hosts x 1</th><th>4 hosts x 1</th></tr>" in table and "BL" not in table
+    assert "<tr><td class=l>T1L</td><td>–</td><td>12 %</td></tr>" in table
+    assert "<tr><td class=l>TL</td><td>25 %</td><td>–</td></tr>" in table
+    r = predict(MONTAGE, "--out", tmp_path / "shipped", "--bootstrap", "0")
+    assert r.returncode == 0 and "waiting for a CPU</h2>" not in (tmp_path / "shipped" / "report.html").read_text()
+
+
 def test_workflow_after_what_if_and_missing_workflow():
     r = predict("--what-if", "hosts=2,4", MONTAGE, "--bootstrap", "0", "--json")
     assert r.returncode == 0, r.stderr
