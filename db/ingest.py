@@ -36,7 +36,7 @@ FA_COLS = ("process_id", "fid", "file_id", "flags") + lf.COUNTERS + \
 PROC_COLS = ("id", "run_id", "host_id", "pid", "ppid", "uid", "origin", "start_ns", "end_ns", "exit_status",
              "ended_by", "signal", "parent_start_ns", "exe", "argv", "cwd", "task", "stage", "run_label",
              "gfarm_mounts", "ops_traced", "ops_dropped", "files_dropped", "munmaps", "trace_ops", "shim_version",
-             "log_path", "log_complete", "log_error") + tuple(c for c, _ in store.CPU_CLOCK_COLS) + tuple(c for c, _ in store.SCHED_COLS)
+             "log_path", "log_complete", "log_error") + tuple(c for c, _ in store.CPU_CLOCK_COLS + store.SCHED_COLS)
 BATCH = 4000            # logs per executemany batch
 GFWHERE_BATCH = 400     # paths per gfwhere call
 MAX_LOG_BYTES = 1 << 30  # a larger "log" is refused unread (the shim's default op trace cap gives <= 192 MiB)

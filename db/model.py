@@ -193,8 +193,8 @@ def _machine_busy(procs, ids) -> float | None:
 
 def _cpu_wait(procs, ids) -> float | None:
     """Share of the stage's processes' time they were ready to run but had no CPU (their main threads' run-queue
-    wait over their lives, shim sched): a blocking call's measured time holds the wait after its wake-up, so a
-    stage on a saturated machine measures slower I/O than its envelope's. None without clocks (older logs)."""
+    wait over their lives, shim sched; a wrapper shell's life counts): a blocking call's measured time holds the
+    wait after its wake-up. None without clocks (older logs)."""
     p = procs[procs["task_id"].isin(set(ids)) & procs["sched_wait_s"].notna() & procs["end_ns"].notna()]
     life = ((p["end_ns"] - p["start_ns"]) / 1e9).clip(lower=0).sum()
     return round(float(min(1.0, p["sched_wait_s"].sum() / life)), 4) if life > 0 else None
