@@ -116,11 +116,18 @@ def _v2_to_v3(conn: sqlite3.Connection) -> None:
     conn.executescript(schema_sql())
 
 
+def _add_columns(conn: sqlite3.Connection, table: str, cols) -> None:
+    """ALTER TABLE ADD COLUMN for each (name, type) the table lacks (a db migrated from version 1 got the tables
+    from this schema.sql already)."""
+    have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+    for col, typ in cols:
+        if col not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {col} {typ}")
+
+
 def _v3_to_v4(conn: sqlite3.Connection) -> None:
-    """Version 4 adds file_access.seeks_end (log format 3), 0 for the rows ingested before (a db migrated from
-    version 1 got the table from this schema.sql already)."""
-    if not any(r[1] == "seeks_end" for r in conn.execute("PRAGMA table_info(file_access)")):
-        conn.execute("ALTER TABLE file_access ADD COLUMN seeks_end INTEGER DEFAULT 0")
+    """Version 4 adds file_access.seeks_end (log format 3), 0 for the rows ingested before."""
+    _add_columns(conn, "file_access", (("seeks_end", "INTEGER DEFAULT 0"),))
 
 
 CPU_CLOCK_COLS = (("cpus", "INTEGER"), ("uptime_start_s", "REAL"), ("idle_start_s", "REAL"), ("uptime_end_s", "REAL"),
@@ -129,10 +136,7 @@ CPU_CLOCK_COLS = (("cpus", "INTEGER"), ("uptime_start_s", "REAL"), ("idle_start_
 
 def _v4_to_v5(conn: sqlite3.Connection) -> None:
     """Version 5 adds the processes' CPU clock (the shim's cpu_clock string), NULL for the rows ingested before."""
-    have = {r[1] for r in conn.execute("PRAGMA table_info(processes)")}
-    for col, typ in CPU_CLOCK_COLS:
-        if col not in have:
-            conn.execute(f"ALTER TABLE processes ADD COLUMN {col} {typ}")
+    _add_columns(conn, "processes", CPU_CLOCK_COLS)
 
 
 SCHED_COLS = (("sched_cpu_s", "REAL"), ("sched_wait_s", "REAL"), ("sched_slices", "INTEGER"))
@@ -140,10 +144,7 @@ SCHED_COLS = (("sched_cpu_s", "REAL"), ("sched_wait_s", "REAL"), ("sched_slices"
 
 def _v5_to_v6(conn: sqlite3.Connection) -> None:
     """Version 6 adds the processes' scheduler clock (the shim's sched string), NULL for the rows ingested before."""
-    have = {r[1] for r in conn.execute("PRAGMA table_info(processes)")}
-    for col, typ in SCHED_COLS:
-        if col not in have:
-            conn.execute(f"ALTER TABLE processes ADD COLUMN {col} {typ}")
+    _add_columns(conn, "processes", SCHED_COLS)
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6]
