@@ -191,13 +191,18 @@ def _machine_busy(procs, ids) -> float | None:
     return round(float(tot / n), 4) if n else None
 
 
+def _clocked(procs, ids):
+    """The processes of these tasks with a scheduler clock (shim sched) and an end, and each one's life in s."""
+    p = procs[procs["task_id"].isin(set(ids)) & procs["sched_wait_s"].notna() & procs["end_ns"].notna()]
+    return p, ((p["end_ns"] - p["start_ns"]) / 1e9).clip(lower=0)
+
+
 def _cpu_wait(procs, ids) -> float | None:
     """Share of the stage's processes' time they were ready to run but had no CPU (their main threads' run-queue
     wait over their lives, shim sched; a wrapper shell's life counts): a blocking call's measured time holds the
     wait after its wake-up. None without clocks (older logs)."""
-    p = procs[procs["task_id"].isin(set(ids)) & procs["sched_wait_s"].notna() & procs["end_ns"].notna()]
-    life = ((p["end_ns"] - p["start_ns"]) / 1e9).clip(lower=0).sum()
-    return round(float(min(1.0, p["sched_wait_s"].sum() / life)), 4) if life > 0 else None
+    p, life = _clocked(procs, ids)
+    return round(float(min(1.0, p["sched_wait_s"].sum() / life.sum())), 4) if life.sum() > 0 else None
 
 
 def _io_cpu_wait(procs, ids) -> float | None:
@@ -208,12 +213,13 @@ def _io_cpu_wait(procs, ids) -> float | None:
     processes got a CPU 24 % of the time they wanted one), every other stage under 0.09. The envelope's calls wait
     too on the same CPUs: this is not the part an envelope lacks (montage_example/RESULTS.md, pass N). Only main
     threads are clocked. None without clocks."""
-    p = procs[procs["task_id"].isin(set(ids)) & procs["sched_wait_s"].notna() & procs["end_ns"].notna()
-              & (procs["io_s"] > 0)]
+    p, life = _clocked(procs, ids)
+    moved = p["io_s"] > 0
+    p, life = p[moved], life[moved]
     io, want = p["io_s"].sum(), (p["sched_cpu_s"] + p["sched_wait_s"]).sum()
     if io <= 0 or want <= 0:
         return None
-    asleep = ((p["end_ns"] - p["start_ns"]) / 1e9 - p["sched_cpu_s"] - p["sched_wait_s"]).clip(lower=0)
+    asleep = (life - p["sched_cpu_s"] - p["sched_wait_s"]).clip(lower=0)
     awake = (p["io_s"] - asleep).clip(lower=0).sum()
     return round(float(min(1.0, p["sched_wait_s"].sum() / want * awake / io)), 4)
 
