@@ -366,12 +366,24 @@ static void priv_warn(const char *fin)
     warn_line(parts);
 }
 
+/* STR key "<pre> <start> <now>": a kernel file's first line as read at the image's start (start, len) and as it
+ * reads now, after pre (n bytes already in b, which has 192) */
+static void wb_then_now(uint32_t key, char *b, size_t n, const char *start, size_t len, const char *path)
+{
+    if (n) b[n++] = ' ';
+    memcpy(b + n, start, len);
+    n += len;
+    b[n++] = ' ';
+    size_t l = read_line(path, b + n, 192 - n);
+    if (l) wb_str(key, b, n + l);
+}
+
 /* STR cpu_clock "<online CPUs> <up s> <idle s> <up s> <idle s>": /proc/uptime at the image's start and now, idle
  * summed over the CPUs; ingest turns them into the machine's busy share while a stage ran (FORMAT.md) */
 static void cpu_clock(void)
 {
-    char on[64], b[160];
-    size_t lo = read_line("/sys/devices/system/cpu/online", on, sizeof on), n = 0;
+    char on[64], b[192];
+    size_t lo = read_line("/sys/devices/system/cpu/online", on, sizeof on);
     if (!g_uptime0_len || !lo) return;
     unsigned cpus = 0, a = 0, v = 0;
     int range = 0;
@@ -382,13 +394,7 @@ static void cpu_clock(void)
         else if (c == ',') { cpus += range ? (v >= a ? v - a + 1 : 0) : 1; v = 0; range = 0; }
         else return;
     }
-    n = (size_t)(u64_str(b, cpus) - b);
-    b[n++] = ' ';
-    memcpy(b + n, g_uptime0, g_uptime0_len);
-    n += g_uptime0_len;
-    b[n++] = ' ';
-    size_t l = read_line("/proc/uptime", b + n, sizeof b - n);
-    if (l) wb_str(S_CPU_CLOCK, b, n + l);
+    wb_then_now(S_CPU_CLOCK, b, (size_t)(u64_str(b, cpus) - b), g_uptime0, g_uptime0_len, "/proc/uptime");
 }
 
 /* STR sched "<on-CPU ns> <waiting ns> <timeslices> <on-CPU ns> <waiting ns> <timeslices>": /proc/self/schedstat
@@ -396,13 +402,8 @@ static void cpu_clock(void)
  * processes were ready to run but had no CPU, which a blocking call's measured time includes (FORMAT.md) */
 static void sched_clock(void)
 {
-    char b[176];
-    if (!g_sched0_len) return;
-    memcpy(b, g_sched0, g_sched0_len);
-    size_t n = g_sched0_len;
-    b[n++] = ' ';
-    size_t l = read_line("/proc/self/schedstat", b + n, sizeof b - n);
-    if (l) wb_str(S_SCHED, b, n + l);
+    char b[192];
+    if (g_sched0_len) wb_then_now(S_SCHED, b, 0, g_sched0, g_sched0_len, "/proc/self/schedstat");
 }
 
 /* Write the log; returns 0 on success.  Only one writer ever runs (g_flushing). */
