@@ -16,7 +16,7 @@ from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
-               "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads")
+               "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads", "wait_ratio")
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # term -> (throughput metric, what it is)
@@ -89,7 +89,8 @@ class _Env:
     """Envelope look-ups for one stage, recorded with their sources."""
 
     def __init__(self, surface: EnvelopeSurface, hosts: int, clamp_small: bool, used: dict | None = None,
-                 tag: str = "", load: float = 0.0, root: EnvelopeSurface | None = None, gap: float = 0.0):
+                 tag: str = "", load: float = 0.0, root: EnvelopeSurface | None = None, gap: float = 0.0,
+                 wait: float | None = None):
         self.s, self.hosts, self.clamp, self.tag = surface, hosts, clamp_small, tag
         self.used = {} if used is None else used
         self.tag_calls = bool(surface.others) or used is not None   # several envelopes: name the call size
@@ -97,6 +98,8 @@ class _Env:
         self.loaded = {}                                # metric -> computing processes per host of its twin
         self.gap = gap                                  # refinement call_gap: the stage's us of computing per call
         self.apart = {}                                 # metric -> us between calls of its twin
+        self.wait = wait                                # refinement wait_ratio: the run's share of I/O time waiting
+        self.waits = {}                                 # metric -> the envelope's shares it was scaled by
 
     def at_calls(self, bytes_per_call, warm=False, metric=None, young=False):
         """The look-ups in the envelope measured with calls nearest to bytes_per_call (refinement call_size), of
@@ -105,38 +108,52 @@ class _Env:
         s = self.s.at_calls(bytes_per_call, warm, metric, young)
         if s is self.s:
             return self
-        e = _Env(s, self.hosts, self.clamp, self.used, load=self.load, root=self.root, gap=self.gap)
-        e.loaded, e.apart = self.loaded, self.apart
+        e = _Env(s, self.hosts, self.clamp, self.used, load=self.load, root=self.root, gap=self.gap, wait=self.wait)
+        e.loaded, e.apart, e.waits = self.loaded, self.apart, self.waits
         return e
 
     def get(self, metric, size, k):
         v = self._get(self.s, metric, size, k, "")
+        wv = self._wait(self.s, metric, size, k)
         # refinement call_gap, then cpu_load: time per op moves toward the envelope of calls apart by the stage's
         # computing per call over that envelope's, then toward the loaded one by the stage's load over its (each
         # held at its twin beyond it). call_gap only toward a slower twin: where calls apart are faster, as past
         # Nagle's stalls on Gfarm's default, a task's computing comes in bursts as often as between its calls
         apart = self.root.apart_twin(self.s, metric) if self.gap > 0 else None
         if apart is not None:
-            u = self._toward(v, apart, self.gap / apart.gap_us, metric, size, k, f",apart={apart.gap_us}us",
-                             slower_only=True)
+            u, wv = self._toward(v, wv, apart, self.gap / apart.gap_us, metric, size, k, f",apart={apart.gap_us}us",
+                                 slower_only=True)
             if u != v:
                 self.apart[metric] = apart.gap_us
             v = u
         twin = self.root.loaded_twin(self.s, metric) if self.load > 0 else None
         if twin is not None:
-            v = self._toward(v, twin, self.load / twin.hogs, metric, size, k, f",load={twin.hogs}")
+            v, wv = self._toward(v, wv, twin, self.load / twin.hogs, metric, size, k, f",load={twin.hogs}")
             self.loaded[metric] = twin.hogs
+        if wv is not None and wv < 1:
+            # refinement wait_ratio: the envelope's time per op holds its processes' wait for a CPU, the run's its
+            # own: the op's time without wait, (1 - w_envelope) of it, is charged at the run's share
+            v *= (1.0 - self.wait) / (1.0 - wv)
+            self.waits.setdefault(metric, []).append(wv)
         return v
 
-    def _toward(self, v, twin, share, metric, size, k, tag, slower_only=False):
-        """The rate whose time per op is min(1, share) of the way from 1/v to the twin's (v itself when
-        slower_only and the twin is faster)."""
+    def _wait(self, s, metric, size, k):
+        """The envelope's share of op time waiting for a CPU at this look-up (None: refinement off or no clock)."""
+        if self.wait is None:
+            return None
+        return s.wait_share(metric, size, k, self.hosts)
+
+    def _toward(self, v, wv, twin, share, metric, size, k, tag, slower_only=False):
+        """(rate, its share waiting for a CPU): the rate whose time per op is min(1, share) of the way from 1/v
+        to the twin's (v itself when slower_only and the twin is faster), and the wait share of that blend."""
         w = min(1.0, share)
         lk = self._look(twin, metric, size, k)
         if slower_only and lk.value >= v:
-            return v                  # not taken, so not listed among the look-ups
+            return v, wv              # not taken, so not listed among the look-ups
         self._record(twin, metric, size, k, tag, lk)
-        return 1.0 / ((1.0 - w) / v + w / lk.value)
+        t0, t1 = (1.0 - w) / v, w / lk.value
+        wt = self._wait(twin, metric, size, k)
+        return 1.0 / (t0 + t1), (None if wv is None or wt is None else (t0 * wv + t1 * wt) / (t0 + t1))
 
     def _look(self, s, metric, size, k):
         return s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
@@ -402,7 +419,8 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
             notes.append(f"I/O concurrency {k:.3g} from the trace's overlap of I/O intervals ({S} slots)")
     load = (stage.cpu_load or 0.0) if "cpu_load" in on else 0.0
     gap = (stage.compute_per_call_us or 0.0) if "call_gap" in on else 0.0
-    env = _Env(surface, C, clamp_small="small_files" in on, load=load, gap=gap)
+    wait = min(0.9, stage.io_cpu_wait) if "wait_ratio" in on and stage.io_cpu_wait is not None else None
+    env = _Env(surface, C, clamp_small="small_files" in on, load=load, gap=gap, wait=wait)
     need = _needed(stage)
     alpha = _alpha(stage, notes)
     r, sh, w, md = stage.read, stage.shared, stage.write, stage.metadata
@@ -560,5 +578,10 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         notes.append(f"calls apart: this stage's tasks computed {gap:.3g} us per file-system call in the trace; "
                      f"{', '.join(sorted(env.apart))} taken {', '.join(f'{min(1.0, gap / g):.0%}' for g in gaps)} of "
                      f"the way to the envelope of calls {', '.join(map(str, gaps))} us apart, where it is slower")
+    if env.waits:
+        ws = [x for v in env.waits.values() for x in v]
+        notes.append(f"CPU wait: this stage's processes waited for a CPU in {wait:.0%} of their traced I/O time, the "
+                     f"envelope's in {min(ws):.0%}-{max(ws):.0%} of their ops' time "
+                     f"({', '.join(sorted(env.waits))}); each time per op x (1 - envelope's) / (1 - {wait:.2f})")
     return StagePrediction(stage.name, "refined", N, C, S, k, R, D, D_w, D_N, alpha, terms, bounds, env.used,
                            notes, None, refine=tuple(x for x in REFINEMENTS if x in on), ops_per_slot=per_slot)

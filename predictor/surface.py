@@ -22,6 +22,10 @@ the stage's own when measured, else the nearest one (the lookup then says so).
   regression on log size x log k -> log value (scikit-learn, imported only then).
 Every non-measured value carries a note naming the metric and how far out it is.
 
+`wait_share(metric, size, k, hosts)`: the share of the envelope's op time its processes waited for a CPU (the
+engine's op_wait_s / op_s of each point, /proc/self/schedstat around the op loop), interpolated linearly in
+log(size) x log(k) and held at the grid's edges; None where the points do not have it (older envelopes, exports).
+
 `replicate(rng)` gives a surface whose cells are (harmonic) means of repeats resampled with replacement (and
 extrapolated values drawn from the GP posterior): the bootstrap of the mean. `replicate(rng, ops)` gives one run's
 outcome instead: a cell of a metric a slot does n ops of, fewer than the cell's repeats, is the mean of n ops drawn
@@ -30,6 +34,7 @@ from the resampled repeats, so a stage of one write sees that write stall as oft
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from dataclasses import dataclass
 
@@ -72,6 +77,7 @@ class EnvelopeSurface:
         self.hogs = 0             # processes per host that only computed beside its runs (0: idle hosts)
         self.gap_us = 0           # us its processes computed between two calls (0: back to back)
         self.young = False        # reads of files written on the reader's host ~0.2 s before (mtcenvelope --young)
+        self._waits: dict = {}    # (T metric, hosts) -> {(size, k): [seconds waiting for a CPU, seconds of ops]}
 
     # ---- fit ---------------------------------------------------------------------------------------------------------
     def fit(self, points) -> "EnvelopeSurface":
@@ -87,6 +93,11 @@ class EnvelopeSurface:
             hosts, ppn = int(r["hosts"]), int(r["procs_per_host"])
             key = (r["metric"], hosts)
             cells.setdefault(key, {}).setdefault((int(r["file_size"]), hosts * ppn), []).append(v)
+            clock = _op_clock(r.get("config")) if r["metric"] in THROUGHPUT else None
+            if clock:
+                acc = self._waits.setdefault(key, {}).setdefault((int(r["file_size"]), hosts * ppn), [0.0, 0.0])
+                acc[0] += clock[0]
+                acc[1] += clock[1]
         for key, c in cells.items():
             self.grids[key] = _Grid(sorted({s for s, _ in c}), sorted({k for _, k in c}), c)
             self._means[key] = {ck: _cell_rate(v) for ck, v in c.items()}
@@ -174,7 +185,7 @@ class EnvelopeSurface:
         rep.grids, rep._shared, rep._rng, rep.block = self.grids, self._shared, rng, self.block
         rep.others = [o.replicate(rng, ops) for o in self.others]
         rep.cold, rep.ops_per_proc, rep.hogs, rep.gap_us = self.cold, self.ops_per_proc, self.hogs, self.gap_us
-        rep.young = self.young
+        rep.young, rep._waits = self.young, self._waits
         for key, g in self.grids.items():
             n = (ops or {}).get(THROUGHPUT_OF.get(key[0], key[0]))
             rep._means[key] = _Drawn(g.cells, rng, n)
@@ -229,6 +240,30 @@ class EnvelopeSurface:
         else:                  # a hole in the grid
             v = math.exp(self._posterior(key, size, k, draw=True))
         return Lookup(v, "extrapolated", "; ".join(x for x in (_how_far(metric, g, size, k), note) if x))
+
+    def wait_share(self, metric: str, size: float, k: float, hosts: int | None = None) -> float | None:
+        """Share of the op time of the points around (size, k) on the host count `value` reads (a bandwidth metric:
+        its throughput's points) that their processes waited for a CPU; None when those points have no clock."""
+        metric = THROUGHPUT_OF.get(metric, metric)
+        h, _ = self.grid_for(metric, hosts, k)
+        cells = self._waits.get((metric, h))
+        if not cells:
+            return None
+        w = {ck: a / t for ck, (a, t) in cells.items() if t > 0}
+        sizes, ks = sorted({s for s, _ in w}), sorted({kk for _, kk in w})
+        if not sizes:
+            return None
+        size = sizes[0] if metric in SIZELESS else min(max(size, sizes[0]), sizes[-1])
+        k = min(max(float(k), ks[0]), ks[-1])
+        s0, s1 = _bracket(sizes, size)
+        k0, k1 = _bracket(ks, k)
+        fx = 0.0 if s0 == s1 else (math.log(size) - math.log(s0)) / (math.log(s1) - math.log(s0))
+        fy = 0.0 if k0 == k1 else (math.log(k) - math.log(k0)) / (math.log(k1) - math.log(k0))
+        near = {(s0, k0): (1 - fx) * (1 - fy), (s1, k0): fx * (1 - fy), (s0, k1): (1 - fx) * fy, (s1, k1): fx * fy}
+        got = [(f, w[c]) for c, f in near.items() if c in w and f > 0] or [(1.0, w[c]) for c in near if c in w]
+        if not got:
+            return None       # a hole: no clocked point around it
+        return sum(f * v for f, v in got) / sum(f for f, _ in got)
 
     def _bilinear(self, key, g: _Grid, size, k):
         means = self._means[key]
@@ -289,6 +324,24 @@ def _snap(x, xs):
         if abs(x - v) <= 1e-9 * max(abs(v), 1):
             return v
     return x
+
+
+def _op_clock(config) -> tuple | None:
+    """(seconds its processes waited for a CPU during their ops, seconds of ops) from a point's config, or None."""
+    if not config:
+        return None
+    if isinstance(config, str):
+        if "op_wait_s" not in config:
+            return None
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return None
+    try:
+        wait, ops = float(config["op_wait_s"]), float(config["op_s"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (wait, ops) if ops > 0 and 0 <= wait <= ops else None
 
 
 def _cell_rate(v) -> float:
