@@ -180,7 +180,7 @@ def _check(p, path, i):
     try:
         out = {"metric": str(p["metric"]), "file_size": int(p["file_size"]), "hosts": int(p["hosts"]),
                "procs_per_host": int(p["procs_per_host"]), "value": p.get("value"), "ok": bool(p.get("ok", True)),
-               "repeat": int(p.get("repeat") or 0), "tool": p.get("tool")}
+               "repeat": int(p.get("repeat") or 0), "tool": p.get("tool"), "config": p.get("config")}
     except (KeyError, TypeError, ValueError) as e:
         raise EnvelopeSourceError(f"envelope {path}: point {i}: {type(e).__name__}: {e}") from None
     if out["hosts"] < 1 or out["procs_per_host"] < 1 or out["file_size"] < 0:

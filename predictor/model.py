@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import formulas
-from .surface import BANDWIDTH_OF, SIZELESS, EnvelopeSurface, fmt_size
+from .surface import BANDWIDTH_OF, SIZELESS, THROUGHPUT_OF, EnvelopeSurface, fmt_size
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
@@ -134,7 +134,7 @@ class _Env:
             # refinement wait_ratio: the envelope's time per op holds its processes' wait for a CPU, the run's its
             # own: the op's time without wait, (1 - w_envelope) of it, is charged at the run's share
             v *= (1.0 - self.wait) / (1.0 - wv)
-            self.waits.setdefault(metric, []).append(wv)
+            self.waits.setdefault(THROUGHPUT_OF.get(metric, metric), []).append(wv)
         return v
 
     def _wait(self, s, metric, size, k):
@@ -580,8 +580,9 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                      f"the way to the envelope of calls {', '.join(map(str, gaps))} us apart, where it is slower")
     if env.waits:
         ws = [x for v in env.waits.values() for x in v]
+        span = f"{min(ws):.0%}" if f"{min(ws):.0%}" == f"{max(ws):.0%}" else f"{min(ws):.0%}-{max(ws):.0%}"
         notes.append(f"CPU wait: this stage's processes waited for a CPU in {wait:.0%} of their traced I/O time, the "
-                     f"envelope's in {min(ws):.0%}-{max(ws):.0%} of their ops' time "
-                     f"({', '.join(sorted(env.waits))}); each time per op x (1 - envelope's) / (1 - {wait:.2f})")
+                     f"envelope's in {span} of their ops' time ({', '.join(sorted(env.waits))}); each time per op "
+                     f"x (1 - the envelope's share) / (1 - {wait:.2f})")
     return StagePrediction(stage.name, "refined", N, C, S, k, R, D, D_w, D_N, alpha, terms, bounds, env.used,
                            notes, None, refine=tuple(x for x in REFINEMENTS if x in on), ops_per_slot=per_slot)

@@ -346,3 +346,31 @@ def test_workflow_after_what_if_and_missing_workflow():
     assert {w["what_if"] for w in json.loads(r.stdout)["what_if"]} == {"hosts=2", "hosts=4"}
     r = predict("--what-if", "hosts=2")
     assert r.returncode == 2 and "the following arguments are required: WORKFLOW.yaml" in r.stderr
+
+
+def test_an_exported_envelopes_clocks_reach_wait_ratio(tmp_path):
+    """Points of a YAML export keep their config: ops that waited 20 % of their time for a CPU, stages whose I/O
+    waited 50 %: every time per op x 0.8 / 0.5, from the file and from the db it was imported into alike."""
+    env = _shipped_envelope()
+    for p in env["points"]:
+        p["config"] = {**(p.get("config") or {}), "op_s": 1.0, "op_wait_s": 0.2}
+    f = _write(tmp_path / "clocked.yaml", env)
+    doc = _montage_doc()
+    for st in doc["stages"]:
+        st["io_cpu_wait"] = 0.5
+    wf = _write(tmp_path / "wf.yaml", doc)
+
+    def totals(*args):
+        r = predict(wf, "--envelope", f, "--variant", "refined", "--json", "--bootstrap", "0", *args)
+        assert r.returncode == 0, r.stderr
+        return [d["total_s"] for d in json.loads(r.stdout)["predictions"]]
+    off = totals("--refine=-wait_ratio")
+    assert len(off) == len(doc["stages"]) and all(t > 0 for t in off)
+    assert totals() == pytest.approx([t * 0.8 / 0.5 for t in off], rel=1e-9)
+    db = tmp_path / "env.db"
+    r = subprocess.run([sys.executable, "-c", "import sys; from mtcio.cli import mtcenvelope; sys.exit(mtcenvelope())",
+                        "import", str(f), "--db", str(db), "--name", "clocked"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = predict(wf, "--envelope", f"{db}:clocked", "--variant", "refined", "--json", "--bootstrap", "0")
+    assert r.returncode == 0, r.stderr
+    assert [d["total_s"] for d in json.loads(r.stdout)["predictions"]] == pytest.approx([t * 1.6 for t in off])

@@ -665,3 +665,59 @@ def test_a_file_written_twice_weighs_twice():
     assert predict_stage(st, surf, "refined").write_s == pytest.approx(2 / 20.0, rel=1e-9)
     st.write.rewrite_factor = None
     assert predict_stage(st, surf, "refined").write_s == pytest.approx(1 / 20.0, rel=1e-9)
+
+
+def _clocked(pts, share):
+    """The points with an engine's op clocks in their config: `share` of 2 s of ops waiting for a CPU."""
+    import json
+    return [{**p, "config": json.dumps({"op_s": 2.0, "op_wait_s": 2.0 * share})} for p in pts]
+
+
+def test_wait_share_interpolates_the_points_op_clocks():
+    """Sums over a cell's repeats (0.1 of 1 s and 0.5 of 3 s: 0.15), linear in log size x log k between cells,
+    held at the grid's edges, a bandwidth metric read from its throughput's points; None without clocks."""
+    pts = _pts("TL", {KiB: 10.0, MiB: 5.0}, hosts=2, ppn=1, repeats=(1.0, 1.0))
+    pts += _pts("TL", {KiB: 10.0, MiB: 5.0}, hosts=2, ppn=2, repeats=(1.0, 1.0))
+    pts += _pts("BL", {KiB: 10.0 * KiB, MiB: 5.0 * MiB}, hosts=2, ppn=1)
+    pts += _pts("Tm", {0: 100.0}, hosts=2, ppn=1)
+    share = {(KiB, 1): 0.0, (MiB, 1): 0.2, (KiB, 2): 0.4, (MiB, 2): 0.6}
+    for p in pts:
+        if p["metric"] == "TL":
+            w = share[(p["file_size"], p["procs_per_host"])]
+            # repeat 0: 1 s of ops, w - 0.05 waiting; repeat 1: 3 s, w + 0.05 / 3 (the cell's sum: w of 4 s)
+            p["config"] = ({"op_s": 1.0, "op_wait_s": w - 0.05 if w else 0.0} if p["repeat"] == 0 else
+                           '{"op_s": 3.0, "op_wait_s": %r}' % (3 * w + 0.05 if w else 0.0))
+    s = EnvelopeSurface().fit(pts)
+    assert s.wait_share("TL", KiB, 2, 2) == pytest.approx(0.0, abs=1e-12)
+    assert s.wait_share("TL", MiB, 2, 2) == pytest.approx(0.2)
+    assert s.wait_share("TL", 32 * KiB, 2, 2) == pytest.approx(0.1)                # half way in log size
+    assert s.wait_share("TL", 32 * KiB, 2 * math.sqrt(2), 2) == pytest.approx(0.3)  # and in log k
+    assert s.wait_share("TL", 16 * MiB, 8, 2) == pytest.approx(0.6)                # held at the corner
+    assert s.wait_share("BL", MiB, 2, 2) == pytest.approx(0.2)
+    assert s.wait_share("Tm", 0, 2, 2) is None                                      # no clock in its points
+    assert EnvelopeSurface().fit(sqrt_points()).wait_share("TL", MiB, 2, 2) is None
+
+
+def test_wait_ratio_charges_the_runs_wait_for_a_cpu_in_place_of_the_envelopes():
+    """An envelope whose ops waited 20 % of their time for a CPU, a run whose I/O waited 50 %: each time per op
+    x 0.8 / 0.5. A loaded twin's share is blended by the same time weights as its rate. Unchanged without the
+    run's clock, without the envelope's, or with the refinement off."""
+    surf = EnvelopeSurface().fit(_clocked(sqrt_points(), 0.2))
+    st = write_stage(n=4)                                 # one round on 4 slots, k = 4: 4 / 20 s
+    off = predict_stage(st, surf, "refined")
+    assert off.write_s == pytest.approx(4 / 20)
+    st.io_cpu_wait = 0.5
+    p = predict_stage(st, surf, "refined")
+    assert p.write_s == pytest.approx(4 / 20 * 0.8 / 0.5)
+    assert "CPU wait: this stage's processes waited for a CPU in 50% of their traced I/O time, the envelope's " \
+           "in 20% of their ops' time (TL); each time per op x (1 - the envelope's share) / (1 - 0.50)" in p.notes
+    assert predict_stage(st, surf, "refined", set(REFINEMENTS) - {"wait_ratio"}).write_s == pytest.approx(4 / 20)
+    assert predict_stage(st, sqrt_envelope(hosts=None), "refined").write_s == pytest.approx(4 / 20)
+    loaded = EnvelopeSurface().fit(_clocked(sqrt_points(write_factor=0.5), 0.6))
+    loaded.hogs = 1
+    surf.others = [loaded]
+    st.cpu_load = 0.5                  # half way: 1/40 s of the idle op (0.2 waiting), 1/20 of the loaded (0.6)
+    w_env = (0.2 / 40 + 0.6 / 20) / (1 / 40 + 1 / 20)
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 * (1 / 40 + 1 / 20) * (1 - w_env) / 0.5)
+    st.io_cpu_wait = None
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 * (1 / 40 + 1 / 20))
