@@ -24,7 +24,7 @@ Every non-measured value carries a note naming the metric and how far out it is.
 
 `wait_share(metric, size, k, hosts)`: the share of the envelope's op time its processes waited for a CPU (the
 engine's op_wait_s / op_s of each point, /proc/self/schedstat around the op loop), interpolated linearly in
-log(size) x log(k) and held at the grid's edges; None where the points do not have it (older envelopes, exports).
+log(size) x log(k) and held at the grid's edges; None where the points do not have it (envelopes measured before the engine had the clock).
 
 `replicate(rng)` gives a surface whose cells are (harmonic) means of repeats resampled with replacement (and
 extrapolated values drawn from the GP posterior): the bootstrap of the mean. `replicate(rng, ops)` gives one run's
