@@ -39,7 +39,7 @@ exit codes: 0 ok, 1 failed, 2 bad input (workflow, envelope, options), 130 inter
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .model import REFINEMENTS
+    from .model import OPT_IN, REFINEMENTS
     p = argparse.ArgumentParser(
         prog="mtcpredict", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="Predict each stage's I/O time (read, write, metadata) of a workflow model from a measured MTC "
@@ -56,9 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "main one (faithful model, maps)")
     p.add_argument("--variant", choices=("faithful", "refined", "all"), default="all",
                    help="model variant(s) to report (default all)")
-    p.add_argument("--refine", metavar="LIST", default="all",
-                   help=f"refinements of the refined variant: all (default), none, a list ({','.join(REFINEMENTS)}) "
-                        "or all but some (-io_overlap,-metadata)")
+    p.add_argument("--refine", metavar="LIST", default="default",
+                   help=f"refinements of the refined variant: default (all but {', '.join(OPT_IN)}), all, none, a "
+                        f"list ({','.join(REFINEMENTS)}) or the default less or plus some (-io_overlap,+wait_ratio)")
     p.add_argument("--validate", metavar="DB[:RUN[,RUN..]]",
                    help="compare with traced run(s) in DB (several runs: repeats, their spread is the noise floor); "
                         "stores predictions and validations in DB")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from .model import REFINEMENTS, predict_stage, required_metrics
+from .model import DEFAULT, REFINEMENTS, predict_stage, required_metrics
 from .surface import EnvelopeError
 
 
@@ -50,17 +50,19 @@ def predict_workflow(wf, surface, variants=("faithful", "refined"), refine=None,
 
 
 def parse_refine(text: str | None):
-    """'all' | 'none' | 'slots,size_lookup' | '-io_overlap,-metadata' (all but those) -> set."""
-    if text in (None, "", "all"):
-        return set(REFINEMENTS)
-    if text == "none":
-        return set()
+    """'default' (every refinement but the opt-in ones) | 'all' | 'none' | 'slots,size_lookup' (those) |
+    '-io_overlap,+wait_ratio' (the default less and plus those) -> set."""
+    if text in (None, "", "default"):
+        return set(DEFAULT)
+    if text in ("all", "none"):
+        return set(REFINEMENTS) if text == "all" else set()
     items = [x.strip() for x in text.split(",") if x.strip()]
     neg = [x[1:] for x in items if x.startswith("-")]
-    pos = [x for x in items if not x.startswith("-")]
-    bad = [x for x in neg + pos if x not in REFINEMENTS]
+    plus = [x[1:] for x in items if x.startswith("+")]
+    pos = [x for x in items if x[0] not in "+-"]
+    bad = [x for x in neg + plus + pos if x not in REFINEMENTS]
     if bad:
         raise ValueError(f"--refine: unknown refinement {bad[0]!r} (known: {', '.join(REFINEMENTS)})")
-    if neg and pos:
-        raise ValueError("--refine: either a list of refinements or a list of -exclusions, not both")
-    return set(REFINEMENTS) - set(neg) if neg else set(pos)
+    if (neg or plus) and pos:
+        raise ValueError("--refine: either a list of refinements or changes to the default (-NAME, +NAME), not both")
+    return (set(DEFAULT) - set(neg)) | set(plus) if neg or plus else set(pos)

@@ -282,7 +282,9 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
 
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
-    assert parse_refine("-io_overlap,-metadata") == set(REFINEMENTS) - {"io_overlap", "metadata"}
+    assert parse_refine(None) == parse_refine("default") == set(REFINEMENTS) - {"wait_ratio"}
+    assert parse_refine("-io_overlap,-metadata") == set(REFINEMENTS) - {"io_overlap", "metadata", "wait_ratio"}
+    assert parse_refine("-metadata,+wait_ratio") == set(REFINEMENTS) - {"metadata"}
     assert parse_refine("slots") == {"slots"}
     with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
         parse_refine("slotz")
@@ -704,20 +706,23 @@ def test_wait_ratio_charges_the_runs_wait_for_a_cpu_in_place_of_the_envelopes():
     run's clock, without the envelope's, or with the refinement off."""
     surf = EnvelopeSurface().fit(_clocked(sqrt_points(), 0.2))
     st = write_stage(n=4)                                 # one round on 4 slots, k = 4: 4 / 20 s
-    off = predict_stage(st, surf, "refined")
+    off = predict_stage(st, surf, "refined", REFINEMENTS)
     assert off.write_s == pytest.approx(4 / 20)
     st.io_cpu_wait = 0.5
-    p = predict_stage(st, surf, "refined")
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20)     # opt-in: off by default
+    st.io_cpu_wait = None
+    st.io_cpu_wait = 0.5
+    p = predict_stage(st, surf, "refined", REFINEMENTS)
     assert p.write_s == pytest.approx(4 / 20 * 0.8 / 0.5)
     assert "CPU wait: this stage's processes waited for a CPU in 50% of their traced I/O time, the envelope's " \
            "in 20% of their ops' time (TL); each time per op x (1 - the envelope's share) / (1 - 0.50)" in p.notes
     assert predict_stage(st, surf, "refined", set(REFINEMENTS) - {"wait_ratio"}).write_s == pytest.approx(4 / 20)
-    assert predict_stage(st, sqrt_envelope(hosts=None), "refined").write_s == pytest.approx(4 / 20)
+    assert predict_stage(st, sqrt_envelope(hosts=None), "refined", REFINEMENTS).write_s == pytest.approx(4 / 20)
     loaded = EnvelopeSurface().fit(_clocked(sqrt_points(write_factor=0.5), 0.6))
     loaded.hogs = 1
     surf.others = [loaded]
     st.cpu_load = 0.5                  # half way: 1/40 s of the idle op (0.2 waiting), 1/20 of the loaded (0.6)
     w_env = (0.2 / 40 + 0.6 / 20) / (1 / 40 + 1 / 20)
-    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 * (1 / 40 + 1 / 20) * (1 - w_env) / 0.5)
+    assert predict_stage(st, surf, "refined", REFINEMENTS).write_s == pytest.approx(4 * (1 / 40 + 1 / 20) * (1 - w_env) / 0.5)
     st.io_cpu_wait = None
-    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 * (1 / 40 + 1 / 20))
+    assert predict_stage(st, surf, "refined", REFINEMENTS).write_s == pytest.approx(4 * (1 / 40 + 1 / 20))
