@@ -4,7 +4,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import math
 import os
 
@@ -12,7 +11,7 @@ import numpy as np
 
 from . import heatmap
 from .model import TERM_LABEL, TERMS
-from .surface import SIZELESS, fmt_size
+from .surface import SIZELESS, fmt_size, op_clock
 
 CLASS_METRIC = (("write (1 create per round)", "TL"), ("1-to-1 read, local", "T1L"), ("1-to-1 read, remote", "T1R"),
                 ("N-to-1 read", "TN"))
@@ -309,13 +308,11 @@ def _envelope_waits(envelope) -> list[str]:
     CPUs, not the file system, held the measured ops back."""
     acc = {}
     for p in (envelope.points if envelope else []):
-        c = p.get("config") or {}
-        if isinstance(c, str):
-            c = json.loads(c)
-        if p.get("ok") and c.get("op_s") and p["metric"].startswith("T"):   # a B point is its T twin's run
+        clock = op_clock(p.get("config")) if p.get("ok") and p["metric"].startswith("T") else None
+        if clock:                                   # a B point is its T twin's run
             a = acc.setdefault((p["metric"], p["hosts"], p["procs_per_host"]), [0.0, 0.0])
-            a[0] += c["op_wait_s"]
-            a[1] += c["op_s"]
+            a[0] += clock[0]
+            a[1] += clock[1]
     if not acc:
         return []
     e = html.escape

@@ -77,13 +77,14 @@ class EnvelopeSurface:
         self.hogs = 0             # processes per host that only computed beside its runs (0: idle hosts)
         self.gap_us = 0           # us its processes computed between two calls (0: back to back)
         self.young = False        # reads of files written on the reader's host ~0.2 s before (mtcenvelope --young)
-        self._waits: dict = {}    # (T metric, hosts) -> {(size, k): [seconds waiting for a CPU, seconds of ops]}
+        self._waits: dict = {}    # (T metric, hosts) -> {(size, k): share of its repeats' op time waiting for a CPU}
 
     # ---- fit ---------------------------------------------------------------------------------------------------------
     def fit(self, points) -> "EnvelopeSurface":
         """Group ok points by (metric, hosts) into grids over (file_size, nprocs)."""
         rows = points.to_dict("records") if hasattr(points, "to_dict") else list(points)
         cells: dict = {}
+        clocks: dict = {}         # (T metric, hosts) -> {(size, k): [seconds waiting for a CPU, seconds of ops]}
         for r in rows:
             if not r.get("ok", True) or r.get("value") is None or r["metric"] not in METRICS:
                 continue          # failed points, and metrics of other definitions (IOR's TNp, mdtest's Tmu)
@@ -91,13 +92,14 @@ class EnvelopeSurface:
             if not math.isfinite(v) or v <= 0:
                 continue
             hosts, ppn = int(r["hosts"]), int(r["procs_per_host"])
-            key = (r["metric"], hosts)
-            cells.setdefault(key, {}).setdefault((int(r["file_size"]), hosts * ppn), []).append(v)
-            clock = _op_clock(r.get("config")) if r["metric"] in THROUGHPUT else None
+            key, ck = (r["metric"], hosts), (int(r["file_size"]), hosts * ppn)
+            cells.setdefault(key, {}).setdefault(ck, []).append(v)
+            clock = op_clock(r.get("config")) if r["metric"] in THROUGHPUT else None
             if clock:
-                acc = self._waits.setdefault(key, {}).setdefault((int(r["file_size"]), hosts * ppn), [0.0, 0.0])
+                acc = clocks.setdefault(key, {}).setdefault(ck, [0.0, 0.0])
                 acc[0] += clock[0]
                 acc[1] += clock[1]
+        self._waits = {key: {ck: a / t for ck, (a, t) in c.items()} for key, c in clocks.items()}
         for key, c in cells.items():
             self.grids[key] = _Grid(sorted({s for s, _ in c}), sorted({k for _, k in c}), c)
             self._means[key] = {ck: _cell_rate(v) for ck, v in c.items()}
@@ -246,13 +248,10 @@ class EnvelopeSurface:
         its throughput's points) that their processes waited for a CPU; None when those points have no clock."""
         metric = THROUGHPUT_OF.get(metric, metric)
         h, _ = self.grid_for(metric, hosts, k)
-        cells = self._waits.get((metric, h))
-        if not cells:
+        w = self._waits.get((metric, h))
+        if not w:
             return None
-        w = {ck: a / t for ck, (a, t) in cells.items() if t > 0}
         sizes, ks = sorted({s for s, _ in w}), sorted({kk for _, kk in w})
-        if not sizes:
-            return None
         size = sizes[0] if metric in SIZELESS else min(max(size, sizes[0]), sizes[-1])
         k = min(max(float(k), ks[0]), ks[-1])
         s0, s1 = _bracket(sizes, size)
@@ -326,7 +325,7 @@ def _snap(x, xs):
     return x
 
 
-def _op_clock(config) -> tuple | None:
+def op_clock(config) -> tuple | None:
     """(seconds its processes waited for a CPU during their ops, seconds of ops) from a point's config, or None."""
     if not config:
         return None
