@@ -473,7 +473,8 @@ def main():
                          "halted vCPU wakes late, on every hop of a small op (application, FUSE, gfarm2fs, gfsd). "
                          "Two passes back to back on the tcp_nodelay testbed (2026-11-27) with and without it: "
                          "refined median 17.8 %% against 20.8 %%, whole-workflow I/O 2.7 %% against 21.3 %%; the "
-                         "runs' traced I/O ~1.3x faster with it (montage_example/RESULTS.md)")
+                         "runs' traced I/O 1.29-1.64x faster with it (median 1.41), the 8 KiB envelope's points of one "
+                         "process 1.42x, of eight 1.03x (montage_example/RESULTS.md)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
