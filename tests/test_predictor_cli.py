@@ -364,9 +364,9 @@ def test_an_exported_envelopes_clocks_reach_wait_ratio(tmp_path):
         r = predict(wf, "--envelope", f, "--variant", "refined", "--json", "--bootstrap", "0", *args)
         assert r.returncode == 0, r.stderr
         return [d["total_s"] for d in json.loads(r.stdout)["predictions"]]
-    off = totals()                                  # wait_ratio is opt-in
+    off = totals("--refine=-wait_ratio")
     assert len(off) == len(doc["stages"]) and all(t > 0 for t in off)
-    assert totals("--refine=+wait_ratio") == pytest.approx([t * 0.8 / 0.5 for t in off], rel=1e-9)
+    assert totals() == pytest.approx([t * 0.8 / 0.5 for t in off], rel=1e-9)   # wait_ratio is on by default
     db = tmp_path / "env.db"
     r = subprocess.run([sys.executable, "-c", "import sys; from mtcio.cli import mtcenvelope; sys.exit(mtcenvelope())",
                         "import", str(f), "--db", str(db), "--name", "clocked"], capture_output=True, text=True)

@@ -282,9 +282,10 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
 
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
-    assert parse_refine(None) == parse_refine("default") == set(REFINEMENTS) - {"wait_ratio"}
-    assert parse_refine("-io_overlap,-metadata") == set(REFINEMENTS) - {"io_overlap", "metadata", "wait_ratio"}
+    assert parse_refine(None) == parse_refine("default") == set(REFINEMENTS)
+    assert parse_refine("-io_overlap,-metadata") == set(REFINEMENTS) - {"io_overlap", "metadata"}
     assert parse_refine("-metadata,+wait_ratio") == set(REFINEMENTS) - {"metadata"}
+    assert parse_refine("-wait_ratio") == set(REFINEMENTS) - {"wait_ratio"}
     assert parse_refine("slots") == {"slots"}
     with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
         parse_refine("slotz")
@@ -709,7 +710,7 @@ def test_wait_ratio_charges_the_runs_wait_for_a_cpu_in_place_of_the_envelopes():
     off = predict_stage(st, surf, "refined", REFINEMENTS)
     assert off.write_s == pytest.approx(4 / 20)
     st.io_cpu_wait = 0.5
-    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20)     # opt-in: off by default
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)   # on by default
     st.io_cpu_wait = None
     st.io_cpu_wait = 0.5
     p = predict_stage(st, surf, "refined", REFINEMENTS)
