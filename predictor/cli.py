@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", choices=("faithful", "refined", "all"), default="all",
                    help="model variant(s) to report (default all)")
     p.add_argument("--refine", metavar="LIST", default="default",
-                   help=f"refinements of the refined variant: default ({'all but ' + ', '.join(OPT_IN) if OPT_IN else 'all'}), all, none, a "
+                   help=f"refinements of the refined variant: default "
+                        f"({'all but ' + ', '.join(OPT_IN) if OPT_IN else 'all'}), all, none, a "
                         f"list ({','.join(REFINEMENTS)}) or the default less or plus some (-io_overlap,+wait_ratio)")
     p.add_argument("--validate", metavar="DB[:RUN[,RUN..]]",
                    help="compare with traced run(s) in DB (several runs: repeats, their spread is the noise floor); "
