@@ -54,8 +54,10 @@ def parse_refine(text: str | None):
     '-io_overlap,+wait_ratio' (the default less and plus those) -> set."""
     if text in (None, "", "default"):
         return set(DEFAULT)
-    if text in ("all", "none"):
-        return set(REFINEMENTS) if text == "all" else set()
+    if text == "all":
+        return set(REFINEMENTS)
+    if text == "none":
+        return set()
     items = [x.strip() for x in text.split(",") if x.strip()]
     neg = [x[1:] for x in items if x.startswith("-")]
     plus = [x[1:] for x in items if x.startswith("+")]

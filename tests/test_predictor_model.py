@@ -711,8 +711,6 @@ def test_wait_ratio_charges_the_runs_wait_for_a_cpu_in_place_of_the_envelopes():
     assert off.write_s == pytest.approx(4 / 20)
     st.io_cpu_wait = 0.5
     assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)   # on by default
-    st.io_cpu_wait = None
-    st.io_cpu_wait = 0.5
     p = predict_stage(st, surf, "refined", REFINEMENTS)
     assert p.write_s == pytest.approx(4 / 20 * 0.8 / 0.5)
     assert "CPU wait: this stage's processes waited for a CPU in 50% of their traced I/O time, the envelope's " \
@@ -724,6 +722,7 @@ def test_wait_ratio_charges_the_runs_wait_for_a_cpu_in_place_of_the_envelopes():
     surf.others = [loaded]
     st.cpu_load = 0.5                  # half way: 1/40 s of the idle op (0.2 waiting), 1/20 of the loaded (0.6)
     w_env = (0.2 / 40 + 0.6 / 20) / (1 / 40 + 1 / 20)
-    assert predict_stage(st, surf, "refined", REFINEMENTS).write_s == pytest.approx(4 * (1 / 40 + 1 / 20) * (1 - w_env) / 0.5)
+    assert predict_stage(st, surf, "refined", REFINEMENTS).write_s == \
+        pytest.approx(4 * (1 / 40 + 1 / 20) * (1 - w_env) / 0.5)
     st.io_cpu_wait = None
     assert predict_stage(st, surf, "refined", REFINEMENTS).write_s == pytest.approx(4 * (1 / 40 + 1 / 20))
