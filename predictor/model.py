@@ -16,7 +16,8 @@ from .surface import BANDWIDTH_OF, SIZELESS, THROUGHPUT_OF, EnvelopeSurface, fmt
 
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
-               "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads", "wait_ratio")
+               "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads", "wait_ratio",
+               "later_share")
 # off unless asked (--refine=+NAME): refinements that failed their held-out rule (none now; wait_ratio failed on
 # pass R, whose envelope was out of step with its runs, and passed on pass U: montage_example/RESULTS.md)
 OPT_IN = ()
@@ -282,32 +283,44 @@ def _young_shares(stage, surface, ops, alpha) -> dict:
     return {"read_local": min(1.0, y / alpha)}
 
 
-def _later_ops(stage, surface, env, ops, reopen) -> dict:
+def _later_ops(stage, surface, env, ops, reopen, on, warm_envs=None) -> dict:
     """term -> ((k, op size) -> mean cost of an op of a process opening f files in turn, over the cost of its
     first), from an envelope of one file per process (this one) and one of n files per process: the first costs
     1/T1, each later one c = (n/Tn - 1/T1)/(n - 1), held between 0 and 1/T1; 1 at sizes beyond the many-file
     envelope's. Taken at each op size: a stall of gfarm2fs (16-64 KiB) is no cheaper for coming later. Empty
     when the stage's processes open one file each or no such pair of envelopes was given. A re-opened file
-    (refinement reopen) is as many ops of the process."""
+    (refinement reopen) is as many ops of the process.
+    Refinement later_share: c = n/Tn x (1 - s)/(n - 1), s the share of the many-file envelope's op time its own
+    first ops took (its points' first_op_share): both from one run, not the difference of two envelopes measured
+    minutes apart; with warm_envs (term -> the envelope of its warm reads), of reads a cache may serve, from the
+    envelopes of warm reads (a later warm op costs ~0.7x a cold one on the testbed, a first one ~0.95x)."""
     if surface.ops_per_proc != 1:
         return {}
+    share_on = "later_share" in on
+    warm = warm_envs is not None
+    if warm and not share_on:
+        return {}
     out = {}
-    idle = _Env(env.s, env.hosts, env.clamp, env.used)   # without cpu_load: the factor is a ratio of idle costs
     for t in ops:
         f = (stage.files_per_process or 0.0) * reopen.get(t, 1.0)
         m = TERM_METRIC[t]
-        many = surface.many_files(m) if m != "Tm" else None
+        many = surface.many_files(m, warm) if m != "Tm" else None
         if f <= 1 or many is None:
             continue
+        # without cpu_load: the factor is a ratio of idle costs
+        idle = _Env(warm_envs[t].s if warm else env.s, env.hosts, env.clamp, env.used)
         n = many.ops_per_proc or 16
         menv = _Env(many, env.hosts, env.clamp, env.used, tag=f",files/proc={n}")
         top = many.grid_for(m, stage.hosts)[1].sizes[-1]
 
-        def factor(kk, x, m=m, menv=menv, n=n, f=f, top=top):
+        def factor(kk, x, m=m, idle=idle, many=many, menv=menv, n=n, f=f, top=top):
             if x > top:
                 return 1.0
             first = 1.0 / idle.get(m, x, kk)
-            nxt = min(first, max(0.0, (n / menv.get(m, x, kk) - first) / (n - 1)))
+            s = many.first_share(m, x, kk, stage.hosts) if share_on else None
+            total = n / menv.get(m, x, kk)
+            later = total * (1.0 - s) / (n - 1) if s is not None else (total - first) / (n - 1)
+            nxt = min(first, max(0.0, later))
             return (first + (f - 1) * nxt) / f / first
         out[t] = factor
     return out
@@ -499,11 +512,12 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     if young:
         notes.append(f"young reads: {young['read_local']:.0%} of the local bytes from files written on the host "
                      f"< 1 s before, at the envelope of young reads")
-    later = _later_ops(stage, surface, env, ops, reopen) if "first_op" in on else {}
+    later = _later_ops(stage, surface, env, ops, reopen, on) if "first_op" in on else {}
+    later_warm = _later_ops(stage, surface, env, warm, reopen, on, warm_envs) if "first_op" in on and warm else {}
 
-    def rate_in(e, t, kk):
+    def rate_in(e, t, kk, warm_read=False):
         m = TERM_METRIC[t]
-        lf = later.get(t, lambda kk, x: 1.0)
+        lf = (warm_read and later_warm.get(t)) or later.get(t, lambda kk, x: 1.0)
         if "size_lookup" in on and spread.get(t):
             # the op rate over the stage's size distribution: mean time per op at its equal-weight sizes
             return sum(n for _, _, n in spread[t]) / sum(n * w * lf(kk, x) / e.get(m, x, kk)
@@ -526,7 +540,7 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                 y = young.get(t, 0.0)
                 f = max(0.0, warm.get(t, 0.0) - y)
                 out[t] = 1.0 / ((y / rate_in(young_envs[t], t, kk) if y else 0.0)
-                                + (f / rate_in(warm_envs[t], t, kk) if f else 0.0)
+                                + (f / rate_in(warm_envs[t], t, kk, True) if f else 0.0)
                                 + (1 - y - f) / rate_in(envs[t], t, kk))
             else:
                 out[t] = rate_in(envs[t], t, kk)

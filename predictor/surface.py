@@ -78,6 +78,7 @@ class EnvelopeSurface:
         self.gap_us = 0           # us its processes computed between two calls (0: back to back)
         self.young = False        # reads of files written on the reader's host ~0.2 s before (mtcenvelope --young)
         self._waits: dict = {}    # (T metric, hosts) -> {(size, k): share of its repeats' op time waiting for a CPU}
+        self._firsts: dict = {}   # (T metric, hosts) -> {(size, k): share of its op time the processes' first ops took}
 
     # ---- fit ---------------------------------------------------------------------------------------------------------
     def fit(self, points) -> "EnvelopeSurface":
@@ -85,6 +86,7 @@ class EnvelopeSurface:
         rows = points.to_dict("records") if hasattr(points, "to_dict") else list(points)
         cells: dict = {}
         clocks: dict = {}         # (T metric, hosts) -> {(size, k): [seconds waiting for a CPU, seconds of ops]}
+        firsts: dict = {}         # (T metric, hosts) -> {(size, k): [first-op shares of its repeats]}
         for r in rows:
             if not r.get("ok", True) or r.get("value") is None or r["metric"] not in METRICS:
                 continue          # failed points, and metrics of other definitions (IOR's TNp, mdtest's Tmu)
@@ -94,12 +96,19 @@ class EnvelopeSurface:
             hosts, ppn = int(r["hosts"]), int(r["procs_per_host"])
             key, ck = (r["metric"], hosts), (int(r["file_size"]), hosts * ppn)
             cells.setdefault(key, {}).setdefault(ck, []).append(v)
-            clock = op_clock(r.get("config")) if r["metric"] in THROUGHPUT else None
+            if r["metric"] not in THROUGHPUT:
+                continue
+            cfg = _parsed(r.get("config"))
+            clock = op_clock(cfg)
             if clock:
                 acc = clocks.setdefault(key, {}).setdefault(ck, [0.0, 0.0])
                 acc[0] += clock[0]
                 acc[1] += clock[1]
+            share = first_op_share(cfg)
+            if share is not None:
+                firsts.setdefault(key, {}).setdefault(ck, []).append(share)
         self._waits = {key: {ck: a / t for ck, (a, t) in c.items()} for key, c in clocks.items()}
+        self._firsts = {key: {ck: sum(v) / len(v) for ck, v in c.items()} for key, c in firsts.items()}
         for key, c in cells.items():
             self.grids[key] = _Grid(sorted({s for s, _ in c}), sorted({k for _, k in c}), c)
             self._means[key] = {ck: _cell_rate(v) for ck, v in c.items()}
@@ -171,12 +180,12 @@ class EnvelopeSurface:
                 and s.ops_per_proc == of.ops_per_proc]
         return min(pool, key=lambda s: abs(math.log(s.block / of.block))) if pool else None
 
-    def many_files(self, metric: str) -> "EnvelopeSurface | None":
-        """Of `others`, one measured with more files per process than this one (cold, with `metric`): the
-        refined model's first_op takes from it what a process's later ops cost next to its first."""
+    def many_files(self, metric: str, warm: bool = False) -> "EnvelopeSurface | None":
+        """Of `others`, one measured with more files per process than this one (cold, or warm if asked, with
+        `metric`): the refined model's first_op takes from it what a process's later ops cost next to its first."""
         mine = self.ops_per_proc or 16
-        more = [s for s in self.others if s.cold and not s.hogs and not s.gap_us and metric in s.metrics()
-                and (s.ops_per_proc or 16) > mine]
+        more = [s for s in self.others if s.cold != warm and not s.hogs and not s.gap_us and not s.young
+                and metric in s.metrics() and (s.ops_per_proc or 16) > mine]
         return max(more, key=lambda s: s.ops_per_proc or 16) if more else None
 
     def replicate(self, rng, ops: dict | None = None) -> "EnvelopeSurface":
@@ -187,7 +196,7 @@ class EnvelopeSurface:
         rep.grids, rep._shared, rep._rng, rep.block = self.grids, self._shared, rng, self.block
         rep.others = [o.replicate(rng, ops) for o in self.others]
         rep.cold, rep.ops_per_proc, rep.hogs, rep.gap_us = self.cold, self.ops_per_proc, self.hogs, self.gap_us
-        rep.young, rep._waits = self.young, self._waits
+        rep.young, rep._waits, rep._firsts = self.young, self._waits, self._firsts
         for key, g in self.grids.items():
             n = (ops or {}).get(THROUGHPUT_OF.get(key[0], key[0]))
             rep._means[key] = _Drawn(g.cells, rng, n)
@@ -246,9 +255,18 @@ class EnvelopeSurface:
     def wait_share(self, metric: str, size: float, k: float, hosts: int | None = None) -> float | None:
         """Share of the op time of the points around (size, k) on the host count `value` reads (a bandwidth metric:
         its throughput's points) that their processes waited for a CPU; None when those points have no clock."""
+        return self._cell_share(self._waits, metric, size, k, hosts)
+
+    def first_share(self, metric: str, size: float, k: float, hosts: int | None = None) -> float | None:
+        """Share of the op time of the points around (size, k) that their processes' first ops took (envelopes of
+        several files per process); None when those points do not have it."""
+        return self._cell_share(self._firsts, metric, size, k, hosts)
+
+    def _cell_share(self, shares, metric, size, k, hosts):
+        """A per-cell share interpolated linearly in log(size) x log(k), held at the grid's edges."""
         metric = THROUGHPUT_OF.get(metric, metric)
         h, _ = self.grid_for(metric, hosts, k)
-        w = self._waits.get((metric, h))
+        w = shares.get((metric, h))
         if not w:
             return None
         sizes, ks = sorted({s for s, _ in w}), sorted({kk for _, kk in w})
@@ -325,17 +343,33 @@ def _snap(x, xs):
     return x
 
 
-def op_clock(config) -> tuple | None:
-    """(seconds its processes waited for a CPU during their ops, seconds of ops) from a point's config, or None."""
-    if not config:
-        return None
+def _parsed(config):
+    """A point's config as a dict when it may hold a clock or a first-op share (None otherwise): parsed once."""
     if isinstance(config, str):
-        if "op_wait_s" not in config:
+        if "op_wait_s" not in config and "first_op_share" not in config:
             return None
         try:
             config = json.loads(config)
         except ValueError:
             return None
+    return config if isinstance(config, dict) else None
+
+
+def first_op_share(config) -> float | None:
+    """The share of a point's op time its processes' first ops took (mtcenvelope with several ops per process)."""
+    config = _parsed(config)
+    try:
+        v = float(config["first_op_share"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return v if 0 <= v < 1 else None
+
+
+def op_clock(config) -> tuple | None:
+    """(seconds its processes waited for a CPU during their ops, seconds of ops) from a point's config, or None."""
+    config = _parsed(config)
+    if not config:
+        return None
     try:
         wait, ops = float(config["op_wait_s"]), float(config["op_s"])
     except (KeyError, TypeError, ValueError):

@@ -75,6 +75,8 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
         assert (c["files_per_proc"], c["ops_per_proc"]) == want
         assert c["ops"] == want[1] * ppn * 4 and c["bytes_per_op"] == size
         assert c["precision"]["stopped"] == "fixed count (--precision 0)"
+    # several ops per process: the share of their time the processes' first ops took, for the later ops' price
+    assert all(0 < c["first_op_share"] < 1 for c in df.config)
     # writers compute first when asked (--write-compute-ms), as tasks do; readers never
     assert {c.get("compute_ms_before") for c in df[df.metric.isin(["TL", "BL"])].config} == {20}
     assert all("compute_ms_before" not in c for c in df[~df.metric.isin(["TL", "BL"])].config)
@@ -176,6 +178,7 @@ def test_an_envelope_of_young_reads(testbed, tmp_path):
     assert df["ok"].all() and sorted(df.metric) == ["B1L", "B1L", "T1L", "T1L"], df[["metric", "ok", "error"]]
     for c in df.config:
         assert c["young"] and c["cache"]["mode"] == "kept" and 0 < c["age_s"] < 1
+        assert "first_op_share" not in c                     # one op per process: no first-op share
         assert c["placement"]["check"] == "gfwhere after the read" and c["placement"]["as_required"] == 4
     assert envelope_source.load(f"{db}:young").young
     cp = subprocess.run(CLI + ["--db", str(db), "--name", "y2", "--young", "--metrics", "TL"], capture_output=True,
@@ -197,6 +200,7 @@ def test_an_envelope_of_reads_after_idling(testbed, tmp_path):
         assert c["idle_ms"] == 300 and c["engine_ops"] == 4 and c["ops"] == 4 and c["first_op_s"] > 0
         assert c["ops_per_proc"] == 3 and c["op"].endswith("300 ms idle before each; each process's first op dropped")
         assert c["span_s"] < 0.3                           # the sleeps are out of the times
+        assert "first_op_share" not in c                     # its first ops are dropped, their time is first_op_s
     for args, msg in [(["--metrics", "TL"], "measure reads only, not TL"),
                       (["--ops-per-proc", "1"], "needs 2 or more ops per process"),
                       (["--young"], "--idle-ms and --young: give one")]:

@@ -592,6 +592,37 @@ def test_first_op_of_a_process_costs_more_than_its_next():
     assert predict_stage(st, one, "refined", set(REFINEMENTS) - {"first_op"}).read_s == pytest.approx(base)
 
 
+def test_later_share_prices_later_ops_from_the_many_file_envelopes_own_first_ops():
+    """later_share: a later op costs n/Tn x (1 - s)/(n - 1), s the many-file envelope's first ops' share of its op
+    time (first_op_share in its points' config); warm reads' later ops come from a warm many-file envelope."""
+    def fitted(factor, share=None, cold=True, ops=1):
+        cfg = '{"first_op_share": %s}' % share if share is not None else None
+        s = EnvelopeSurface().fit([dict(p, value=p["value"] * factor, config=cfg) for p in sqrt_points()])
+        s.cold, s.ops_per_proc = cold, ops
+        return s
+    one, many = fitted(1.0), fitted(2.5, share=0.25, ops=16)
+    one.others = [many]
+    st = Stage(name="r", tasks=4, hosts=2, procs_per_host=2, files_per_process=10,
+               read=Read(bytes_per_task=Dist(10 * KiB, 10 * KiB, 10 * KiB), files_per_task=10,
+                         file_size=Dist(KiB, KiB, KiB), alpha=1.0))
+    base = 10 * 4 / 20                                     # every op a first one at 1/T(k)
+    assert predict_stage(st, one, "refined").read_s == pytest.approx(base * (1 + 9 * 6.4 * 0.75 / 15) / 10,
+                                                                     rel=1e-9)
+    off = set(REFINEMENTS) - {"later_share"}             # the difference of the two envelopes, as before
+    assert predict_stage(st, one, "refined", off).read_s == pytest.approx(base * (1 + 9 * (6.4 - 1) / 15) / 10,
+                                                                          rel=1e-9)
+    # warm reads: the first at the warm one-file envelope (1.25x), the later ones at the warm many-file one (4x,
+    # its first ops 20 % of its time); the cold ones as above
+    st.read.warm_fraction = 0.5
+    one.others = [many, fitted(1.25, cold=False), fitted(4.0, share=0.2, cold=False, ops=16)]
+    warm = (0.8 + 9 * 4 * 0.8 / 15) / 10
+    cold = (1 + 9 * 6.4 * 0.75 / 15) / 10
+    assert predict_stage(st, one, "refined").read_s == pytest.approx(base * (0.5 * warm + 0.5 * cold), rel=1e-9)
+    # without it, warm reads take the cold envelopes' ratio of later to first ops
+    assert predict_stage(st, one, "refined", off).read_s == pytest.approx(
+        base * (0.5 * 0.8 + 0.5) * (1 + 9 * (6.4 - 1) / 15) / 10, rel=1e-9)
+
+
 def test_stat_cache_leaves_the_cached_stats_uncharged():
     """A stat the client's attribute cache serves (~2 us on the testbed) is no request to gfmd: of 8 stats, the
     6 the trace saw cached are not charged, the other 2 are at Ts."""

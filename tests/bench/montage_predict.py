@@ -129,6 +129,11 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
         kinds.append(("many", lambda append=False: envelope(
             "env-many", " (16 files per process)" + after(append), "--sizes", small, "--ops-per-proc", "16",
             "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN", append=append, writes=True)))
+    if a.many_files and a.warm:
+        kinds.append(("warm-many", lambda append=False: envelope(
+            "env-warm-many", " (16 files per process, reads a page cache may serve)" + after(append), "--sizes",
+            small, "--ops-per-proc", "16", "--drop-caches", "off", "--metrics", "T1L,B1L,T1R,B1R,TN,BN",
+            append=append)))
     with bench.testbed_session(4, ["--tcp-nodelay"] if a.tcp_nodelay else []) as bed:
         for i, blk in blocks:
             if blk not in a.bracket:
@@ -235,6 +240,7 @@ def envelope_names(a, loaded=None, apart=None):
     loaded twins, with `apart` (us between calls) their twins of calls apart."""
     blocks = [f"env-{b}" for b in a.block.split(",")]
     return blocks + (["env-warm"] if a.warm else []) + (["env-many"] if a.many_files else []) + \
+        (["env-warm-many"] if a.warm and a.many_files else []) + \
         (["env-young"] if a.young else []) + \
         [loaded_name(e, loaded) for e in blocks if loaded] + [apart_name(e, apart) for e in blocks if apart]
 
@@ -414,7 +420,7 @@ def main():
                          "buffer of 8 KiB); every one is given to mtcpredict, the first as the main one, and its "
                          "call_size refinement picks per stage")
     ap.add_argument("--bracket", default="8k", type=lambda v: [b for b in v.split(",") if b],
-                    help="envelopes (by --block, or warm, young, many: those of small files' reads) measured last "
+                    help="envelopes (by --block, or warm, young, many, warm-many: those of small files' reads) measured last "
                          "before the runs and again after them, both halves kept as one envelope (default 8k: the "
                          "one of Montage's calls; '' = none), and the runs predicted once more from the halves before "
                          "them only. gfarm2fs's ~44 ms stalls come and go over minutes (TL at 512 KiB: 128-210 ops/s "
@@ -436,16 +442,18 @@ def main():
     ap.add_argument("--ops-per-proc", type=int, default=1,
                     help="files per process of the envelope's ops (default 1: an MTC task opens few files)")
     ap.add_argument("--no-warm", dest="warm", action="store_false",
-                    help="no envelope of warm reads (--drop-caches off; the refined model's warm_reads uses it for "
-                         "the bytes a stage reads of files the run wrote)")
+                    help="no envelopes of warm reads (--drop-caches off; the refined model's warm_reads uses them for "
+                         "the bytes a stage reads of files the run wrote; unless --no-many-files, also one of 16 files "
+                         "per process, for later_share)")
     ap.add_argument("--young", action="store_true",
                     help="also an envelope of young reads (mtcenvelope --young, sizes <= 256 KiB: local reads right "
                          "after their write run; the refined model's young_reads uses it for the bytes a stage reads "
                          "of files its host wrote < 1 s before). Off by default: a read's cost follows how long the "
                          "host's I/O path idled before it, not the file's age (montage_example/RESULTS.md)")
     ap.add_argument("--no-many-files", dest="many_files", action="store_false",
-                    help="no envelope of 16 files per process (sizes <= 256 KiB; the refined model's first_op uses it "
-                         "for stages whose processes open several files in turn)")
+                    help="no envelopes of 16 files per process (sizes <= 256 KiB, cold, and warm with --warm; the "
+                         "refined model's first_op and later_share use them for stages whose processes open several "
+                         "files in turn)")
     ap.add_argument("--writes-ab", type=int, metavar="MS",
                     help="also measure every envelope's TL/BL with writers computing MS ms first (mtcenvelope "
                          "--write-compute-ms), round by round with it, and predict every run a second time with "
@@ -481,9 +489,9 @@ def main():
                     help="rebuild the workflow models of the runs kept in DIR and predict them again (no testbed)")
     ap.add_argument("predict_args", nargs="*", help="more mtcpredict options, after --")
     a = ap.parse_args()
-    unknown = [b for b in a.bracket if b not in a.block.split(",") + ["warm", "young", "many"]]
+    unknown = [b for b in a.bracket if b not in a.block.split(",") + ["warm", "young", "many", "warm-many"]]
     if unknown:
-        ap.error(f"--bracket {','.join(unknown)}: neither among --block {a.block} nor warm, young, many")
+        ap.error(f"--bracket {','.join(unknown)}: neither among --block {a.block} nor warm, young, many, warm-many")
     t_start = time.monotonic()
     if a.predict_only:
         work = a.predict_only
