@@ -282,10 +282,11 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
 
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
-    assert parse_refine(None) == parse_refine("default") == set(REFINEMENTS)
-    assert parse_refine("-io_overlap,-metadata") == set(REFINEMENTS) - {"io_overlap", "metadata"}
-    assert parse_refine("-metadata,+wait_ratio") == set(REFINEMENTS) - {"metadata"}
-    assert parse_refine("-wait_ratio") == set(REFINEMENTS) - {"wait_ratio"}
+    default = set(REFINEMENTS) - {"later_share"}          # the opt-in one (its held-out rule failed)
+    assert parse_refine(None) == parse_refine("default") == default
+    assert parse_refine("-io_overlap,-metadata") == default - {"io_overlap", "metadata"}
+    assert parse_refine("-metadata,+later_share") == set(REFINEMENTS) - {"metadata"}
+    assert parse_refine("-wait_ratio") == default - {"wait_ratio"}
     assert parse_refine("slots") == {"slots"}
     with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
         parse_refine("slotz")
@@ -606,18 +607,20 @@ def test_later_share_prices_later_ops_from_the_many_file_envelopes_own_first_ops
                read=Read(bytes_per_task=Dist(10 * KiB, 10 * KiB, 10 * KiB), files_per_task=10,
                          file_size=Dist(KiB, KiB, KiB), alpha=1.0))
     base = 10 * 4 / 20                                     # every op a first one at 1/T(k)
-    assert predict_stage(st, one, "refined").read_s == pytest.approx(base * (1 + 9 * 6.4 * 0.75 / 15) / 10,
-                                                                     rel=1e-9)
-    off = set(REFINEMENTS) - {"later_share"}             # the difference of the two envelopes, as before
-    assert predict_stage(st, one, "refined", off).read_s == pytest.approx(base * (1 + 9 * (6.4 - 1) / 15) / 10,
-                                                                          rel=1e-9)
+    on, off = set(REFINEMENTS), set(REFINEMENTS) - {"later_share"}
+    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (1 + 9 * 6.4 * 0.75 / 15) / 10,
+                                                                         rel=1e-9)
+    # off by default (opt-in): the difference of the two envelopes
+    assert predict_stage(st, one, "refined").read_s == predict_stage(st, one, "refined", off).read_s == \
+        pytest.approx(base * (1 + 9 * (6.4 - 1) / 15) / 10, rel=1e-9)
     # warm reads: the first at the warm one-file envelope (1.25x), the later ones at the warm many-file one (4x,
     # its first ops 20 % of its time); the cold ones as above
     st.read.warm_fraction = 0.5
     one.others = [many, fitted(1.25, cold=False), fitted(4.0, share=0.2, cold=False, ops=16)]
     warm = (0.8 + 9 * 4 * 0.8 / 15) / 10
     cold = (1 + 9 * 6.4 * 0.75 / 15) / 10
-    assert predict_stage(st, one, "refined").read_s == pytest.approx(base * (0.5 * warm + 0.5 * cold), rel=1e-9)
+    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (0.5 * warm + 0.5 * cold),
+                                                                         rel=1e-9)
     # without it, warm reads take the cold envelopes' ratio of later to first ops
     assert predict_stage(st, one, "refined", off).read_s == pytest.approx(
         base * (0.5 * 0.8 + 0.5) * (1 + 9 * (6.4 - 1) / 15) / 10, rel=1e-9)
