@@ -1,14 +1,13 @@
 """Benchmark: mtcpredict's accuracy on real Montage runs — every stage measured vs predicted.
 
 On a 4-host testbed: quick envelope sweeps (one file per process, one per --block: the envelope's bytes per
-call, one of warm reads, --drop-caches off, one of 16 files per process (--young: one of young reads); the --bracket
-envelopes last, and again after the runs), then for tiles x hosts the Montage workflow traced under Rake with the
-plugin and placement (2 slots per host), each configuration --repeat times; `mtcprof model` of every run, and
-`mtcpredict --validate` of each run
-from the model of another run of its configuration, with every envelope (faithful, refined and, once two runs are
-validated, calibrated: a ridge fit on the runs validated before it only). The spread of the configuration's runs
-is printed beside every error, and at the end the floor it sets: the error of the one time per configuration and
-stage nearest all its runs.
+call, one of warm reads, --drop-caches off, one of 16 files per process, cold and warm (--young: one of young
+reads); the --bracket envelopes last, and again after the runs), then for tiles x hosts the Montage workflow
+traced under Rake with the plugin and placement (2 slots per host), each configuration --repeat times; `mtcprof
+model` of every run, and `mtcpredict --validate` of each run from the model of another run of its configuration,
+with every envelope (faithful, refined and, once two runs are validated, calibrated: a ridge fit on the runs
+validated before it only). The spread of the configuration's runs is printed beside every error, and at the end
+the floor it sets: the error of the one time per configuration and stage nearest all its runs.
 Per stage: measured I/O time, predicted, error %; then median and p90 of |error| over every stage of every
 run, per variant, for all stages and for the stages whose measured I/O time is >= 50 ms, how many stage-runs
 fall inside their 90 % interval (100 envelope resamples) and which stages most often do not, and the whole
@@ -33,7 +32,6 @@ import re
 import shutil
 import sqlite3
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -171,19 +169,6 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                    "t_runs": t_runs,
                    "bracket": a.bracket}, f)
     return runs, t_runs
-
-
-def poll_idle():
-    """An open /dev/cpu_dma_latency holding 0 us: idle CPUs poll instead of halting while it stays open.
-    None (and a line saying so) where the machine has no such device or it may not be written."""
-    try:
-        fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
-        os.write(fd, struct.pack("i", 0))
-    except OSError as e:
-        print(f"idle CPUs left as they are: /dev/cpu_dma_latency: {e.strerror}", flush=True)
-        return None
-    print("idle CPUs kept polling (/dev/cpu_dma_latency: 0 us) until the benchmark ends", flush=True)
-    return fd
 
 
 def models(db, work, runs):
@@ -513,7 +498,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     os.chmod(work, 0o755)
     db = os.path.join(work, "bench.db")
-    hold = poll_idle() if a.poll_idle else None
+    hold = bench.poll_idle() if a.poll_idle else None
     a.poll_idle = hold is not None
     try:
         runs, t_runs = measure_and_run(a, work, db, tiles, hostcounts, w, h)
