@@ -110,6 +110,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                  append=append, writes=True, block=True)
 
     small = ",".join(x for x in a.sizes.split(",") if parse_size(x) <= 256 << 10)
+    many = ",".join(x for x in a.sizes.split(",") if parse_size(x) <= a.many_max)
     kinds = []          # the envelopes of small files' reads, (name, sweep): each bracketed when --bracket names it
 
     def after(append):
@@ -125,12 +126,12 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
             "--ops-per-proc", str(a.ops_per_proc or 1), "--young", append=append)))
     if a.many_files:
         kinds.append(("many", lambda append=False: envelope(
-            "env-many", " (16 files per process)" + after(append), "--sizes", small, "--ops-per-proc", "16",
+            "env-many", " (16 files per process)" + after(append), "--sizes", many, "--ops-per-proc", "16",
             "--metrics", "TL,BL,T1L,B1L,T1R,B1R,TN,BN", append=append, writes=True)))
     if a.many_files and a.warm:
         kinds.append(("warm-many", lambda append=False: envelope(
             "env-warm-many", " (16 files per process, reads a page cache may serve)" + after(append), "--sizes",
-            small, "--ops-per-proc", "16", "--drop-caches", "off", "--metrics", "T1L,B1L,T1R,B1R,TN,BN",
+            many, "--ops-per-proc", "16", "--drop-caches", "off", "--metrics", "T1L,B1L,T1R,B1R,TN,BN",
             append=append)))
     with bench.testbed_session(4, ["--tcp-nodelay"] if a.tcp_nodelay else []) as bed:
         for i, blk in blocks:
@@ -165,7 +166,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     with open(os.path.join(work, "runs.json"), "w") as f:
         json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a, a.loaded, a.apart),
                    "writes_ab": a.writes_ab, "loaded": a.loaded, "apart": a.apart, "kernel_load": a.kernel_load,
-                   "poll_idle": a.poll_idle,
+                   "poll_idle": a.poll_idle, "many_max": a.many_max,
                    "t_runs": t_runs,
                    "bracket": a.bracket}, f)
     return runs, t_runs
@@ -439,6 +440,9 @@ def main():
                     help="no envelopes of 16 files per process (sizes <= 256 KiB, cold, and warm with --warm; the "
                          "refined model's first_op and later_share use them for stages whose processes open several "
                          "files in turn)")
+    ap.add_argument("--many-max", type=parse_size, default=256 << 10, metavar="SIZE",
+                    help="the largest of --sizes the envelopes of 16 files per process measure (default 256k; "
+                         "Montage's projected images are ~520 KiB, written as a process's later ops)")
     ap.add_argument("--writes-ab", type=int, metavar="MS",
                     help="also measure every envelope's TL/BL with writers computing MS ms first (mtcenvelope "
                          "--write-compute-ms), round by round with it, and predict every run a second time with "
