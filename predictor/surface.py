@@ -25,6 +25,8 @@ Every non-measured value carries a note naming the metric and how far out it is.
 `wait_share(metric, size, k, hosts)`: the share of the envelope's op time its processes waited for a CPU (the
 engine's op_wait_s / op_s of each point, /proc/self/schedstat around the op loop), interpolated linearly in
 log(size) x log(k) and held at the grid's edges; None where the points do not have it (envelopes measured before the engine had the clock).
+`first_share(metric, size, k, hosts)`: the same of the share of the op time the processes' first ops took (envelopes
+of several files per process: their points' first_op_share).
 
 `replicate(rng)` gives a surface whose cells are (harmonic) means of repeats resampled with replacement (and
 extrapolated values drawn from the GP posterior): the bootstrap of the mean. `replicate(rng, ops)` gives one run's
