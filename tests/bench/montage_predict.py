@@ -406,13 +406,14 @@ def main():
                          "buffer of 8 KiB); every one is given to mtcpredict, the first as the main one, and its "
                          "call_size refinement picks per stage")
     ap.add_argument("--bracket", default="8k", type=lambda v: [b for b in v.split(",") if b],
-                    help="envelopes (by --block, or warm, young, many, warm-many: those of small files' reads) measured last "
-                         "before the runs and again after them, both halves kept as one envelope (default 8k: the "
-                         "one of Montage's calls; '' = none), and the runs predicted once more from the halves before "
-                         "them only. gfarm2fs's ~44 ms stalls come and go over minutes (TL at 512 KiB: 128-210 ops/s "
-                         "in 8 of 10 repeats, 21-64 in 6 of 6 95 s later): bracketing samples the minutes the runs "
-                         "saw. Bracketing the small files' envelopes too was worse on a held-out pass (refined median "
-                         "17.1 %% against 15.0 %% from their halves before the runs: montage_example/RESULTS.md)")
+                    help="envelopes (by --block, or warm, young, many, warm-many: those of small files' reads) "
+                         "measured last before the runs and again after them, both halves kept as one envelope "
+                         "(default 8k: the one of Montage's calls; '' = none), and the runs predicted once more from "
+                         "the halves before them only. gfarm2fs's ~44 ms stalls come and go over minutes (TL at 512 "
+                         "KiB: 128-210 ops/s in 8 of 10 repeats, 21-64 in 6 of 6 95 s later): bracketing samples the "
+                         "minutes the runs saw. Bracketing the small files' envelopes too was worse on a held-out "
+                         "pass (refined median 17.1 %% against 15.0 %% from their halves before the runs: "
+                         "montage_example/RESULTS.md)")
     ap.add_argument("--interleave", action="store_true",
                     help="measure an envelope's --sweep-repeat repeats as that many appended sweeps of one repeat "
                          "(a point's repeats minutes apart) instead of back to back (seconds apart); ~10 %% slower, "
@@ -437,9 +438,9 @@ def main():
                          "of files its host wrote < 1 s before). Off by default: a read's cost follows how long the "
                          "host's I/O path idled before it, not the file's age (montage_example/RESULTS.md)")
     ap.add_argument("--no-many-files", dest="many_files", action="store_false",
-                    help="no envelopes of 16 files per process (sizes <= 256 KiB, cold, and warm with --warm; the "
-                         "refined model's first_op and later_share use them for stages whose processes open several "
-                         "files in turn)")
+                    help="no envelopes of 16 files per process (sizes up to --many-max, cold, and warm unless "
+                         "--no-warm; the refined model's first_op and later_share use them for stages whose processes "
+                         "open several files in turn)")
     ap.add_argument("--many-max", type=parse_size, default=256 << 10, metavar="SIZE",
                     help="the largest of --sizes the envelopes of 16 files per process measure (default 256k; "
                          "Montage's projected images are ~520 KiB, written as a process's later ops)")
