@@ -180,7 +180,8 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         print("make demo: needs root (the testbed creates network namespaces)", file=sys.stderr)
         return 2
-    hold = bench.poll_idle() if a.poll_idle else None  # noqa: F841 -- kept open until the demo ends
+    if a.poll_idle:
+        bench.poll_idle()       # its descriptor stays open until the demo exits
     shutil.rmtree(a.out, ignore_errors=True)
     os.makedirs(a.out)
     d = Demo(a.out, a.preset)
