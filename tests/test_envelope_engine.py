@@ -2,6 +2,8 @@
 
 POSIX backend on a local tmp dir: exact op counts and bytes, N-to-1, start-at, timeouts,
 interrupts, bad arguments. The gfarm backend runs against the testbed (marked testbed)."""
+import errno
+import glob
 import os
 import resource
 import shutil
@@ -22,8 +24,40 @@ def exe():
 
 
 def run(exe, *args, timeout=30):
-    cp = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout)
+    # In its own session so a timeout kills the workers too: a worker left blocked would hold stdout open
+    # and the read of it would never end.
+    p = subprocess.Popen([exe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise
+    cp = subprocess.CompletedProcess(p.args, p.returncode, out, err)
     return cp, (eng.parse_output(cp.stdout) if cp.returncode != 2 else None)
+
+
+def _fifo_open_anywhere(fifo):
+    """True while some process holds `fifo` open (its /proc fd links name it)."""
+    for fd in glob.glob("/proc/[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd) == str(fifo):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def _open_fifo_for_write(fifo, deadline):
+    """Open `fifo` for writing once a reader waits on it, never blocking past `deadline`."""
+    while True:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno != errno.ENXIO or time.monotonic() > deadline:
+                raise
+            time.sleep(0.001)
 
 
 @pytest.mark.parametrize("procs", [1, 2, 4])
@@ -82,25 +116,26 @@ def test_stat_of_existing_files_and_of_a_missing_one(exe, tmp_path):
 
 def test_fstat_times_the_fstat_alone(exe, tmp_path):
     """--op fstat: open, read one call, close, open again, fstat, close; only the fstat is timed. On a FIFO each
-    open waits for the writer, which opens it twice, 0.2 s apart: the op's time and the span leave those waits out."""
+    open waits for the writer, which opens it twice, 0.2 s apart: the op's time and the span leave those waits out.
+    The writer closes at once, so the engine's read ends at EOF only after that close: an open of the engine's
+    finding the first writer still there would not wait."""
     fifo = tmp_path / "p"
     os.mkfifo(fifo)
 
     def writer():
-        for _ in range(2):
+        deadline = time.monotonic() + 20
+        for k in range(2):
+            if k:   # a writer opening before the engine's first close would meet that first open again
+                while _fifo_open_anywhere(fifo) and time.monotonic() < deadline:
+                    time.sleep(0.001)
             time.sleep(0.2)
-            fd = os.open(fifo, os.O_WRONLY)
-            try:
-                os.write(fd, b"x")
-            except BrokenPipeError:   # the second open only fstats: the engine may close before this write
-                pass
-            os.close(fd)
-    t = threading.Thread(target=writer)
+            os.close(_open_fifo_for_write(fifo, deadline))
+    t = threading.Thread(target=writer, daemon=True)
     t.start()
     t0 = time.monotonic()
-    cp, r = run(exe, "--op", "fstat", "--path", str(fifo))
+    cp, r = run(exe, "--op", "fstat", "--path", str(fifo), "--timeout", "20")
     wall = time.monotonic() - t0
-    t.join()
+    t.join(timeout=25)
     assert cp.returncode == 0, cp.stderr
     assert wall >= 0.4                                           # both opens waited for the writer
     (x,) = r.records
