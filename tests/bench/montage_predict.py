@@ -27,6 +27,7 @@ with those writes.)
 import argparse
 import collections
 import json
+import math
 import os
 import re
 import shutil
@@ -45,6 +46,10 @@ from mtcio.envelope.points import parse_size  # noqa: E402
 BIN = os.path.dirname(sys.executable)
 SIZES = "1k,4k,12k,16k,48k,64k,96k,128k,256k,512k,1m,4m,16m"
 SWEEP = ["--procs", "1,2", "--precision", "0", "--quiet"]
+# --probe: a fixed quick sweep of every host at once, one process each, 64 KiB files in 8 KiB calls: the
+# testbed's speed at that minute (~10 s)
+PROBE = ["--host-counts", "all", "--procs", "1", "--sizes", "64k", "--metrics", "Tm,T1L,TL", "--block", "8k",
+         "--repeat", "5", "--precision", "0", "--quiet"]
 
 
 def sh(*argv):
@@ -133,7 +138,11 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
             "env-warm-many", " (16 files per process, reads a page cache may serve)" + after(append), "--sizes",
             many, "--ops-per-proc", "16", "--drop-caches", "off", "--metrics", "T1L,B1L,T1R,B1R,TN,BN",
             append=append)))
+    def probe(name):
+        if a.probe:
+            sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", f"probe-{name}", *PROBE)
     with bench.testbed_session(4, ["--tcp-nodelay"] if a.tcp_nodelay else []) as bed:
+        probe("start")
         for i, blk in blocks:
             if blk not in a.bracket:
                 block_sweep(i, blk)
@@ -147,6 +156,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                 sweep()
         for i, blk in bracketed:
             block_sweep(i, blk)
+        probe("pre")
         t_runs = time.time()
         for k in tiles:
             src = os.path.join(work, f"src{k}")
@@ -154,10 +164,12 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
             for rep in range(1, a.repeat + 1):
                 for c in hostcounts:
                     run = f"m{k}x{c}r{rep}"
+                    probe(run)
                     wall = bench.run_once(bed, src, bed.hosts[:c], run=run, db=db)
                     runs.append({"run": run, "config": f"m{k}x{c}", "tiles": k, "overlaps": len(pairs), "hosts": c,
                                  "wall": wall})
                     print(f"run {run}: wall {wall:.1f} s", flush=True)
+        probe("post")
         for i, blk in bracketed:
             block_sweep(i, blk, append=True)
         for kind, sweep in kinds:
@@ -250,6 +262,10 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
     for r in runs:
         by_config.setdefault(r.get("config", r["run"]), []).append(r)
     spreads = {c: stage_spread(db, work, [r["run"] for r in g]) if len(g) > 1 else {} for c, g in by_config.items()}
+    slower = probe_factors(db, runs)
+    if slower:
+        print("testbed slower before each run than at the envelopes (--probe): " + ", ".join(
+            f"{run} {f:.2f}" for run, f in slower.items()), flush=True)
     for r0 in runs:
         run = r0["run"]
         group = by_config[r0.get("config", run)]
@@ -260,7 +276,8 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
         print(f"\n== {r0['tiles']} tiles ({w}x{h}), {r0['overlaps']} overlaps, {r0['hosts']} hosts x 2 slots: run "
               f"{run}, wall {r0['wall']:.1f} s; model of {src['run']}; envelopes {', '.join(envs)}", flush=True)
         print(f"{'stage':<12}{'N':>5}{'measured s':>11}{'spread %':>9}" + "".join(
-            f"{v + ' s':>14}{'err %':>8}" for v in ("faithful", "refined", "calibrated")))
+            f"{v + ' s':>14}{'err %':>8}" for v in ("faithful", "refined", "calibrated")) +
+            (f"{'x probe':>8}" if run in slower else ""))
         rows = {}
         for r in res["predictions"]:
             rows.setdefault(r["stage"], {})[r["variant"]] = r
@@ -290,6 +307,14 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
                     tot.setdefault(v, [0.0, 0.0])
                     tot[v][0] += r["total_s"]
                     tot[v][1] += meas
+            r = vs.get("refined")
+            if run in slower and r and r.get("error_pct") is not None and meas:    # scaled by the probe
+                e = 100 * (r["total_s"] * slower[run] - meas) / meas
+                line += f"{e:>+8.0f}"
+                errs.setdefault("refined x probe", []).append((abs(e), meas))
+                tot.setdefault("refined x probe", [0.0, 0.0])
+                tot["refined x probe"][0] += r["total_s"] * slower[run]
+                tot["refined x probe"][1] += meas
             print(line)
         for v, (pr, me) in tot.items():
             whole.append((run, v, 100 * (pr - me) / me, me))
@@ -316,11 +341,33 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
         print(f"floor set by that spread: one predicted time per configuration and stage, the one nearest all its "
               f"runs (2ab/(a+b) for two), is off by (max-min)/(max+min) on its runs: median "
               f"{statistics.median(floor):.1f} %, p90 {p90(floor):.1f} %")
-    for v in ("faithful", "refined", "calibrated"):
+    for v in ("faithful", "refined", "calibrated", "refined x probe"):
         ws = [abs(e) for run, vv, e, _ in whole if vv == v]
         if ws:
             print(f"whole-workflow I/O time |error| {v:<10}: median {statistics.median(ws):.1f} %, "
                   f"max {max(ws):.1f} % ({len(ws)} runs)")
+
+
+def probe_factors(db, runs):
+    """run -> how much slower the testbed was just before it than while the envelopes were measured: the geometric
+    mean over the --probe's points (ops/s, median of its repeats) of the probe at the envelopes' start and end
+    (geometric mean) over the one just before the run. {} when the runs were not probed."""
+    med = {}
+    with sqlite3.connect(db) as conn:
+        for name, metric, v in conn.execute(
+                "SELECT r.name, p.metric, p.value FROM envelope_points p JOIN runs r ON r.id = p.run_id "
+                "WHERE r.name LIKE 'probe-%' AND p.ok AND p.unit = 'ops/s'"):
+            med.setdefault(name[len("probe-"):], {}).setdefault(metric, []).append(v)
+    med = {n: {m: statistics.median(vs) for m, vs in ms.items()} for n, ms in med.items()}
+    refs = [med[n] for n in ("start", "pre") if n in med]
+    out = {}
+    for r in runs:
+        at = med.get(r["run"])
+        ms = [m for m in (at or {}) if refs and all(m in ref for ref in refs)]
+        if ms:
+            out[r["run"]] = math.exp(statistics.mean(
+                math.log(statistics.geometric_mean([ref[m] for ref in refs]) / at[m]) for m in ms))
+    return out
 
 
 def predict(db, work, model_run, run, envs, extra, calibrate):
@@ -475,6 +522,11 @@ def main():
                          "refined median 17.8 %% against 20.8 %%, whole-workflow I/O 2.7 %% against 21.3 %%; the "
                          "runs' traced I/O 1.29-1.64x faster with it (median 1.41), the 8 KiB envelope's points of one "
                          "process 1.42x, of eight 1.03x (montage_example/RESULTS.md)")
+    ap.add_argument("--probe", action=argparse.BooleanOptionalAction, default=True,
+                    help="a quick fixed sweep (probe-NAME: Tm, T1L and TL of 64 KiB files, one process on every "
+                         "host, 5 repeats) before the envelopes, after them, before every run and after the runs: "
+                         "how much slower the testbed was before each run than at the envelopes is printed, and "
+                         "the refined prediction scaled by it scored as 'refined x probe' (default on)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
