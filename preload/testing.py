@@ -47,6 +47,7 @@ def env_for(logdir: str | None, base: dict | None = None, preload: bool = True, 
 def run(argv, logdir: str | None = None, env_extra: dict | None = None, **kw) -> subprocess.CompletedProcess:
     env = env_for(logdir, **(env_extra or {}))
     kw.setdefault("capture_output", True)
+    kw.setdefault("timeout", 300)       # a hung traced program fails its test instead of holding the suite
     return subprocess.run(argv, env=env, **kw)
 
 
