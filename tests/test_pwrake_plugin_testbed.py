@@ -71,3 +71,45 @@ def test_fanout_with_placement(testbed, tmp_path):
     finally:
         shutil.rmtree(logs, ignore_errors=True)
         testbed.exec(hosts[0], ["rm", "-rf", testbed.mount(hosts[0]) + top], check=False)
+
+
+def test_slots_not_rakes_pool_bound_a_deep_graph(testbed, tmp_path):
+    """Eight 0.3 s leaves under a chain a fan-out of four shares, 2 hosts x 2 slots, `rake -m -j 4`: all four
+    slots run at once (Rake's pool of 4 alone has its threads waiting for the shared chain and runs the
+    leaves one at a time), never more than 2 on a host."""
+    if not os.path.exists(LIB):
+        ensure_built()
+    hosts = testbed.hosts[:2]
+    top = f"/deep-{os.getpid()}"
+    logs = tempfile.mkdtemp(prefix="mtcplg.")
+    try:
+        os.chmod(logs, 0o1777)
+        testbed.exec(hosts[0], ["mkdir", "-p", testbed.mount(hosts[0]) + top])
+        master = testbed.mount(hosts[0]) + top
+        shutil.copy(os.path.join(FIX, "deep.Rakefile"), master + "/Rakefile")
+        db = str(tmp_path / "deep.db")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
+        env.update(MTCPROF_CMD=MTCPROF, MTCPROF_LIB=LIB, MTCPROF_DIR=logs, MTCPROF_RUN="deep", MTCPROF_DB=db,
+                   MTCPROF_HOSTS=" ".join(f"{h}:2" for h in hosts), MTCPROF_LAUNCHER=f"{MTCBED} exec {{host}} --",
+                   MTCPROF_MOUNT="/mnt/mtcbed/{host}")
+        r = subprocess.run(["rake", "-I", pwrake_plugin.path(), "-r", "mtcio/rake", "-m", "-j", "4"],
+                           cwd=master, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        con = sqlite3.connect(db)
+        leaves = con.execute("SELECT t.start_ns, t.end_ns, h.name FROM tasks t JOIN hosts h ON h.id = t.host_id "
+                             "WHERE t.name LIKE 'leaf%'").fetchall()
+        con.close()
+        assert len(leaves) == 8
+
+        def most_at_once(ivs):
+            ev = sorted([(a, 1) for a, _ in ivs] + [(b, -1) for _, b in ivs])
+            n = top_n = 0
+            for _, d in ev:
+                n += d
+                top_n = max(top_n, n)
+            return top_n
+        assert most_at_once([(a, b) for a, b, _ in leaves]) == 4
+        assert [most_at_once([(a, b) for a, b, h in leaves if h == host]) for host in hosts] == [2, 2]
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+        testbed.exec(hosts[0], ["rm", "-rf", testbed.mount(hosts[0]) + top], check=False)

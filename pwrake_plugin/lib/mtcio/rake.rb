@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 # Plain Rake (`rake -m -j N`): every `sh` of a task runs under the mtcprof shim as that task; with
-# MTCPROF_HOSTS and MTCPROF_LAUNCHER set, each task runs on a host chosen by mtcio/placement.rb.
+# MTCPROF_HOSTS and MTCPROF_LAUNCHER set, each task runs on a host chosen by mtcio/placement.rb, and the hosts'
+# slots, not -j, bound how many run at once.
 # Load it with `rake -I "$(mtcprof plugin-path)" -r mtcio/rake` (or `require "mtcio/rake"` in the Rakefile).
 # Under Pwrake, mtcio/pwrake.rb is loaded instead (it hooks Pwrake's shell object).
 require "rake"
@@ -43,6 +44,20 @@ module MtcIO
   end
 end
 
+module MtcIO
+  module RakeThreadPoolHook
+    # With placement the hosts' slots bound the tasks running at once. Rake's -j pool also holds the threads of
+    # tasks waiting for their prerequisites: in a deep graph (Montage's is ten levels) a pool the size of the
+    # slots has no thread left for the ready tasks, which then run one after another. So with placement the
+    # pool may have a thread per task (started only as tasks are queued) and the slots alone bound the work.
+    def thread_pool
+      return super unless Placement.on?
+      @thread_pool ||= Rake::ThreadPool.new([options.thread_pool_size || 0, Rake::Task.tasks.size].max)
+    end
+  end
+end
+
+Rake::Application.prepend(MtcIO::RakeThreadPoolHook)
 Rake::Task.include(MtcIO::TaskStage)
 Rake::Task.prepend(MtcIO::RakeTaskHook)
 Rake::TaskManager.prepend(MtcIO::RuleHook)
