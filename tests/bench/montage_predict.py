@@ -47,7 +47,7 @@ BIN = os.path.dirname(sys.executable)
 SIZES = "1k,4k,12k,16k,48k,64k,96k,128k,256k,512k,1m,4m,16m"
 SWEEP = ["--procs", "1,2", "--precision", "0", "--quiet"]
 # --probe: a fixed quick sweep of every host at once, one process each, 64 KiB files in 8 KiB calls: the
-# testbed's speed at that minute (~10 s)
+# testbed's speed at that minute (~4 s)
 PROBE = ["--host-counts", "all", "--procs", "1", "--sizes", "64k", "--metrics", "Tm,T1L,TL", "--block", "8k",
          "--repeat", "5", "--precision", "0", "--quiet"]
 
@@ -138,6 +138,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
             "env-warm-many", " (16 files per process, reads a page cache may serve)" + after(append), "--sizes",
             many, "--ops-per-proc", "16", "--drop-caches", "off", "--metrics", "T1L,B1L,T1R,B1R,TN,BN",
             append=append)))
+
     def probe(name):
         if a.probe:
             sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", f"probe-{name}", *PROBE)
