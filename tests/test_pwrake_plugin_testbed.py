@@ -3,6 +3,7 @@ multitask fan-out whose inputs sit 3 per host, and a gather task.  Every task is
 its stage and the host it ran on; each fan-out task ran on the host holding its input (3 slots per host, so a
 slot was always free); the gather task ran on the host holding most of its input bytes; outputs are stored
 where they were written (gfwhere)."""
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -23,15 +24,38 @@ MTCBED = f"{sys.executable} -m mtcio.testbed.cli"
 N = 12
 
 
-def test_fanout_with_placement(testbed, tmp_path):
-    if not os.path.exists(LIB):
-        ensure_built()
-    hosts = testbed.hosts[:4]
-    top = f"/plg-{os.getpid()}"
+@contextlib.contextmanager
+def gfarm_folder(testbed, host, name):
+    """(top, logs): a fresh Gfarm folder, made through `host`'s mount, and a log folder the testbed user can
+    write (tasks run as that user); both removed afterwards."""
+    top = f"/{name}-{os.getpid()}"
     logs = tempfile.mkdtemp(prefix="mtcplg.")
     try:
-        os.chmod(logs, 0o1777)                 # tasks run as the testbed user
-        testbed.exec(hosts[0], ["mkdir", "-p", testbed.mount(hosts[0]) + top])
+        os.chmod(logs, 0o1777)
+        testbed.exec(host, ["mkdir", "-p", testbed.mount(host) + top])
+        yield top, logs
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+        testbed.exec(host, ["rm", "-rf", testbed.mount(host) + top], check=False)
+
+
+def rake_placed(master, rakefile, *, logs, db, run, hosts, slots, jobs, **extra_env):
+    """`rake -m -j jobs` under the plugin with placement (`slots` per host) in `master`, the folder seen through
+    the first host's mount, with the fixture `rakefile` as its Rakefile."""
+    if not os.path.exists(LIB):
+        ensure_built()
+    shutil.copy(os.path.join(FIX, rakefile), master + "/Rakefile")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
+    env.update(MTCPROF_CMD=MTCPROF, MTCPROF_LIB=LIB, MTCPROF_DIR=logs, MTCPROF_RUN=run, MTCPROF_DB=db,
+               MTCPROF_HOSTS=" ".join(f"{h}:{slots}" for h in hosts), MTCPROF_LAUNCHER=f"{MTCBED} exec {{host}} --",
+               MTCPROF_MOUNT="/mnt/mtcbed/{host}", **extra_env)
+    return subprocess.run(["rake", "-I", pwrake_plugin.path(), "-r", "mtcio/rake", "-m", "-j", str(jobs)],
+                          cwd=master, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_fanout_with_placement(testbed, tmp_path):
+    hosts = testbed.hosts[:4]
+    with gfarm_folder(testbed, hosts[0], "plg") as (top, logs):
         size = {i: 10_000 * (i + 1) for i in range(N)}
         home = {i: hosts[i % 4] for i in range(N)}       # input i is stored on host i mod 4
         for i in range(N):
@@ -39,14 +63,9 @@ def test_fanout_with_placement(testbed, tmp_path):
         for i in range(N):
             assert testbed.where(f"{top}/d{i}.in") == [home[i]]
         master = testbed.mount(hosts[0]) + top           # the master's folder, through host 1's mount
-        shutil.copy(os.path.join(FIX, "fanout.Rakefile"), master + "/Rakefile")
         db = str(tmp_path / "bed.db")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
-        env.update(MTCPROF_CMD=MTCPROF, MTCPROF_LIB=LIB, MTCPROF_DIR=logs, MTCPROF_RUN="fan", MTCPROF_DB=db,
-                   MTCPROF_HOSTS=" ".join(f"{h}:3" for h in hosts), MTCPROF_LAUNCHER=f"{MTCBED} exec {{host}} --",
-                   MTCPROF_MOUNT="/mnt/mtcbed/{host}", MTCPROF_VERBOSE="1")
-        r = subprocess.run(["rake", "-I", pwrake_plugin.path(), "-r", "mtcio/rake", "-m", "-j", str(N)],
-                           cwd=master, env=env, capture_output=True, text=True, timeout=300)
+        r = rake_placed(master, "fanout.Rakefile", logs=logs, db=db, run="fan", hosts=hosts, slots=3, jobs=N,
+                        MTCPROF_VERBOSE="1")
         assert r.returncode == 0, r.stderr
         assert "mtcprof: warning" not in r.stderr, r.stderr        # (ingest may warn about the folder itself)
         assert f"mtcprof: run fan stored in {db}" in r.stderr
@@ -68,48 +87,30 @@ def test_fanout_with_placement(testbed, tmp_path):
             assert testbed.where(f"{top}/d{i}.proj") == [home[i]]
             assert testbed.where(f"{top}/d{i}.proj.host") == [home[i]]
         assert testbed.where(f"{top}/all.sum") == [hosts[3]]
-    finally:
-        shutil.rmtree(logs, ignore_errors=True)
-        testbed.exec(hosts[0], ["rm", "-rf", testbed.mount(hosts[0]) + top], check=False)
 
 
 def test_slots_not_rakes_pool_bound_a_deep_graph(testbed, tmp_path):
     """Eight 0.3 s leaves under a chain a fan-out of four shares, 2 hosts x 2 slots, `rake -m -j 4`: all four
     slots run at once (Rake's pool of 4 alone has its threads waiting for the shared chain and runs the
     leaves one at a time), never more than 2 on a host."""
-    if not os.path.exists(LIB):
-        ensure_built()
     hosts = testbed.hosts[:2]
-    top = f"/deep-{os.getpid()}"
-    logs = tempfile.mkdtemp(prefix="mtcplg.")
-    try:
-        os.chmod(logs, 0o1777)
-        testbed.exec(hosts[0], ["mkdir", "-p", testbed.mount(hosts[0]) + top])
-        master = testbed.mount(hosts[0]) + top
-        shutil.copy(os.path.join(FIX, "deep.Rakefile"), master + "/Rakefile")
+    with gfarm_folder(testbed, hosts[0], "deep") as (top, logs):
         db = str(tmp_path / "deep.db")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
-        env.update(MTCPROF_CMD=MTCPROF, MTCPROF_LIB=LIB, MTCPROF_DIR=logs, MTCPROF_RUN="deep", MTCPROF_DB=db,
-                   MTCPROF_HOSTS=" ".join(f"{h}:2" for h in hosts), MTCPROF_LAUNCHER=f"{MTCBED} exec {{host}} --",
-                   MTCPROF_MOUNT="/mnt/mtcbed/{host}")
-        r = subprocess.run(["rake", "-I", pwrake_plugin.path(), "-r", "mtcio/rake", "-m", "-j", "4"],
-                           cwd=master, env=env, capture_output=True, text=True, timeout=300)
+        r = rake_placed(testbed.mount(hosts[0]) + top, "deep.Rakefile", logs=logs, db=db, run="deep", hosts=hosts,
+                        slots=2, jobs=4)
         assert r.returncode == 0, r.stderr
-        con = sqlite3.connect(db)
-        leaves = con.execute("SELECT t.start_ns, t.end_ns, h.name FROM tasks t JOIN hosts h ON h.id = t.host_id "
-                             "WHERE t.name LIKE 'leaf%'").fetchall()
-        con.close()
-        assert len(leaves) == 8
+    con = sqlite3.connect(db)
+    leaves = con.execute("SELECT t.start_ns, t.end_ns, h.name FROM tasks t JOIN hosts h ON h.id = t.host_id "
+                         "WHERE t.name LIKE 'leaf%'").fetchall()
+    con.close()
+    assert len(leaves) == 8
 
-        def most_at_once(ivs):
-            ev = sorted([(a, 1) for a, _ in ivs] + [(b, -1) for _, b in ivs])
-            n = top_n = 0
-            for _, d in ev:
-                n += d
-                top_n = max(top_n, n)
-            return top_n
-        assert most_at_once([(a, b) for a, b, _ in leaves]) == 4
-        assert [most_at_once([(a, b) for a, b, h in leaves if h == host]) for host in hosts] == [2, 2]
-    finally:
-        shutil.rmtree(logs, ignore_errors=True)
-        testbed.exec(hosts[0], ["rm", "-rf", testbed.mount(hosts[0]) + top], check=False)
+    def most_at_once(ivs):
+        ev = sorted([(a, 1) for a, _ in ivs] + [(b, -1) for _, b in ivs])
+        n = top_n = 0
+        for _, d in ev:
+            n += d
+            top_n = max(top_n, n)
+        return top_n
+    assert most_at_once([(a, b) for a, b, _ in leaves]) == 4
+    assert [most_at_once([(a, b) for a, b, h in leaves if h == host]) for host in hosts] == [2, 2]
