@@ -166,7 +166,8 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                 for c in hostcounts:
                     run = f"m{k}x{c}r{rep}"
                     probe(run)
-                    wall = bench.run_once(bed, src, bed.hosts[:c], run=run, db=db)
+                    wall = bench.run_once(bed, src, bed.hosts[:c], run=run, db=db,
+                                          extra_env={"MTCPROF_TRACE": "ops"} if a.trace_ops else None)
                     runs.append({"run": run, "config": f"m{k}x{c}", "tiles": k, "overlaps": len(pairs), "hosts": c,
                                  "wall": wall})
                     print(f"run {run}: wall {wall:.1f} s", flush=True)
@@ -179,7 +180,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
     with open(os.path.join(work, "runs.json"), "w") as f:
         json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a, a.loaded, a.apart),
                    "writes_ab": a.writes_ab, "loaded": a.loaded, "apart": a.apart, "kernel_load": a.kernel_load,
-                   "poll_idle": a.poll_idle, "many_max": a.many_max,
+                   "poll_idle": a.poll_idle, "many_max": a.many_max, "trace_ops": a.trace_ops,
                    "t_runs": t_runs,
                    "bracket": a.bracket}, f)
     return runs, t_runs
@@ -520,6 +521,9 @@ def main():
                          "how much slower the testbed was before each run than at the envelopes is printed "
                          "(default on). A record only: the refined times scaled by it scored worse on pass X, 18.3 "
                          "%% against 16.0 %% (montage_example/RESULTS.md)")
+    ap.add_argument("--trace-ops", action="store_true",
+                    help="trace every I/O call of the runs (MTCPROF_TRACE=ops): each stage's I/O concurrency can then "
+                         "be read from the calls themselves")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
