@@ -17,10 +17,10 @@ from .surface import BANDWIDTH_OF, SIZELESS, THROUGHPUT_OF, EnvelopeSurface, fmt
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
                "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads", "wait_ratio",
-               "later_share")
+               "later_share", "later_beyond")
 # off unless asked (--refine=+NAME): refinements that failed their held-out rule (montage_example/RESULTS.md).
 # later_share on pass V: median 40.5 -> 31.4 %, concatFit +75 -> +46 %, but mOverlaps, mDiff and mViewer farther
-OPT_IN = ("later_share",)
+OPT_IN = ("later_share", "later_beyond")
 DEFAULT = tuple(x for x in REFINEMENTS if x not in OPT_IN)
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
@@ -293,10 +293,13 @@ def _later_ops(stage, surface, env, ops, reopen, on, warm_envs=None) -> dict:
     Refinement later_share: c = n/Tn x (1 - s)/(n - 1), s the share of the many-file envelope's op time its own
     first ops took (its points' first_op_share): both from one run, not the difference of two envelopes measured
     minutes apart; with warm_envs (term -> the envelope of its warm reads), of reads a cache may serve, from the
-    envelopes of warm reads (a later warm op costs ~0.7x a cold one on the testbed, a first one ~0.95x)."""
+    envelopes of warm reads (a later warm op costs ~0.7x a cold one on the testbed, a first one ~0.95x).
+    Refinement later_beyond: a later op larger than the many-file envelope's largest size saves the seconds a later
+    op saves at that size."""
     if surface.ops_per_proc != 1:
         return {}
     share_on = "later_share" in on
+    beyond = "later_beyond" in on
     warm = warm_envs is not None
     if warm and not share_on:
         return {}
@@ -314,13 +317,16 @@ def _later_ops(stage, surface, env, ops, reopen, on, warm_envs=None) -> dict:
         top = many.grid_for(m, stage.hosts)[1].sizes[-1]
 
         def factor(kk, x, m=m, idle=idle, many=many, menv=menv, n=n, f=f, top=top):
-            if x > top:
+            if x > top and not beyond:
                 return 1.0
-            first = 1.0 / idle.get(m, x, kk)
-            s = many.first_share(m, x, kk, stage.hosts) if share_on else None
-            total = n / menv.get(m, x, kk)
+            y = min(x, top)
+            first = 1.0 / idle.get(m, y, kk)
+            s = many.first_share(m, y, kk, stage.hosts) if share_on else None
+            total = n / menv.get(m, y, kk)
             later = total * (1.0 - s) / (n - 1) if s is not None else (total - first) / (n - 1)
             nxt = min(first, max(0.0, later))
+            if x > top:     # a first op's premium is a latency: a later op saves the seconds it saved at `top`
+                first, nxt = 1.0 / idle.get(m, x, kk), 1.0 / idle.get(m, x, kk) - (first - nxt)
             return (first + (f - 1) * nxt) / f / first
         out[t] = factor
     return out

@@ -282,10 +282,10 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
 
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
-    default = set(REFINEMENTS) - {"later_share"}          # the opt-in one (its held-out rule failed)
+    default = set(REFINEMENTS) - {"later_share", "later_beyond"}     # the opt-in ones (their held-out rules failed)
     assert parse_refine(None) == parse_refine("default") == default
     assert parse_refine("-io_overlap,-metadata") == default - {"io_overlap", "metadata"}
-    assert parse_refine("-metadata,+later_share") == set(REFINEMENTS) - {"metadata"}
+    assert parse_refine("-metadata,+later_share,+later_beyond") == set(REFINEMENTS) - {"metadata"}
     assert parse_refine("-wait_ratio") == default - {"wait_ratio"}
     assert parse_refine("slots") == {"slots"}
     with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
@@ -624,6 +624,34 @@ def test_later_share_prices_later_ops_from_the_many_file_envelopes_own_first_ops
     # without it, warm reads take the cold envelopes' ratio of later to first ops
     assert predict_stage(st, one, "refined", off).read_s == pytest.approx(
         base * (0.5 * 0.8 + 0.5) * (1 + 9 * (6.4 - 1) / 15) / 10, rel=1e-9)
+
+
+def test_later_beyond_saves_a_later_large_op_the_seconds_saved_at_the_many_file_envelopes_largest_size():
+    """A first op's premium is a latency: beyond the many-file envelope's sizes a later op costs 1/T1(x) less what a
+    later op saved at its largest size; without later_beyond (the default) every such op is a first one."""
+    def pts(per_size):
+        return [p for ppn in (1, 2) for h in (1, 2) for t, b in (("T1L", "B1L"), ("T1R", "B1R"))
+                for m, unit in ((t, 1), (b, None))
+                for p in _pts(m, {x: v * math.sqrt(h * ppn) * (unit or x) for x, v in per_size.items()}, h, ppn)]
+    one = EnvelopeSurface().fit(pts({KiB: 10.0, MiB: 2.5}))     # a 1 MiB op 4x a 1 KiB one's time
+    one.ops_per_proc = 1
+    many = EnvelopeSurface().fit(pts({KiB: 25.0}))              # 16 files per process, 1 KiB only
+    many.ops_per_proc = 16
+    one.others = [many]
+    st = Stage(name="r", tasks=4, hosts=2, procs_per_host=2, files_per_process=10,
+               read=Read(bytes_per_task=Dist(10 * MiB, 10 * MiB, 10 * MiB), files_per_task=10,
+                         file_size=Dist(MiB, MiB, MiB), alpha=1.0))
+    base = predict_stage(st, one, "refined").read_s            # every 1 MiB op a first one
+    assert base == pytest.approx(10 * 4 / (2.5 * 2), rel=1e-9)
+    # in units of 1/T1(1 KiB): at 1 KiB a later op costs (16/2.5 - 1)/15 = 0.36, 0.64 less than a first; at 1 MiB
+    # a first costs 4, a later one 4 - 0.64
+    on = set(REFINEMENTS)
+    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (4 + 9 * (4 - 0.64)) / 10 / 4,
+                                                                         rel=1e-9)
+    st.read.file_size = Dist(KiB, KiB, KiB)                     # within the many-file sizes: as first_op alone
+    st.read.bytes_per_task = Dist(10 * KiB, 10 * KiB, 10 * KiB)
+    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(
+        predict_stage(st, one, "refined").read_s, rel=1e-9)
 
 
 def test_stat_cache_leaves_the_cached_stats_uncharged():
