@@ -264,6 +264,11 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
     for r in runs:
         by_config.setdefault(r.get("config", r["run"]), []).append(r)
     spreads = {c: stage_spread(db, work, [r["run"] for r in g]) if len(g) > 1 else {} for c, g in by_config.items()}
+    state = envelope_state(db)
+    if state:
+        print("envelope state, 1 host x 1 process, ops/s (one file per process; 16): " + ", ".join(state) +
+              " (a lone process's one op: 2.2-2.7x slower on some passes than others while the runs moved ~13 %: "
+              "montage_example/RESULTS.md, pass Z)", flush=True)
     slower = probe_factors(db, runs)
     if slower:
         print("testbed slower before each run than at the envelopes (--probe): " + ", ".join(
@@ -339,6 +344,26 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
         if ws:
             print(f"whole-workflow I/O time |error| {v:<10}: median {statistics.median(ws):.1f} %, "
                   f"max {max(ws):.1f} % ({len(ws)} runs)")
+
+
+def envelope_state(db):
+    """['T1L 64 KiB 584; 1170', ..]: the points of the first one-file envelope measured (env-1m or env-8k) and of the
+    many-file one, 1 host x 1 process, mean over repeats: a pass's envelope state, comparable across passes."""
+    out = []
+    with sqlite3.connect(db) as conn:
+        names = [n for (n,) in conn.execute("SELECT name FROM runs WHERE kind = 'envelope' AND name LIKE 'env-%' "
+                                            "ORDER BY id")]
+        one = next((n for n in names if n in ("env-8k", "env-1m")), None)
+        for metric, size in (("T1L", 64 * 1024), ("TL", 64 * 1024), ("TL", 512 * 1024)):
+            vals = []
+            for name in (one, "env-many"):
+                v = conn.execute("SELECT avg(p.value) FROM envelope_points p JOIN runs r ON r.id = p.run_id WHERE "
+                                 "r.name = ? AND p.ok AND p.metric = ? AND p.file_size = ? AND p.hosts = 1 AND "
+                                 "p.procs_per_host = 1", (name, metric, size)).fetchone()[0] if name else None
+                vals.append(f"{v:.0f}" if v else "-")
+            if vals[0] != "-":
+                out.append(f"{metric} {size // 1024} KiB {'; '.join(vals)}")
+    return out
 
 
 def probe_factors(db, runs):
