@@ -326,7 +326,9 @@ def _later_ops(stage, surface, env, ops, reopen, on, warm_envs=None) -> dict:
             later = total * (1.0 - s) / (n - 1) if s is not None else (total - first) / (n - 1)
             nxt = min(first, max(0.0, later))
             if x > top:     # a first op's premium is a latency: a later op saves the seconds it saved at `top`
-                first, nxt = 1.0 / idle.get(m, x, kk), 1.0 / idle.get(m, x, kk) - (first - nxt)
+                saved = first - nxt
+                first = 1.0 / idle.get(m, x, kk)
+                nxt = first - saved
             return (first + (f - 1) * nxt) / f / first
         out[t] = factor
     return out
