@@ -14,6 +14,7 @@ import tempfile
 import pytest
 
 from mtcio import pwrake_plugin
+from mtcio.db.api import Store
 from mtcio.preload.testing import LIB, ensure_built
 
 pytestmark = [pytest.mark.testbed,
@@ -99,18 +100,7 @@ def test_slots_not_rakes_pool_bound_a_deep_graph(testbed, tmp_path):
         r = rake_placed(testbed.mount(hosts[0]) + top, "deep.Rakefile", logs=logs, db=db, run="deep", hosts=hosts,
                         slots=2, jobs=4)
         assert r.returncode == 0, r.stderr
-    con = sqlite3.connect(db)
-    leaves = con.execute("SELECT t.start_ns, t.end_ns, h.name FROM tasks t JOIN hosts h ON h.id = t.host_id "
-                         "WHERE t.name LIKE 'leaf%'").fetchall()
-    con.close()
-    assert len(leaves) == 8
-
-    def most_at_once(ivs):
-        ev = sorted([(a, 1) for a, _ in ivs] + [(b, -1) for _, b in ivs])
-        n = top_n = 0
-        for _, d in ev:
-            n += d
-            top_n = max(top_n, n)
-        return top_n
-    assert most_at_once([(a, b) for a, b, _ in leaves]) == 4
-    assert [most_at_once([(a, b) for a, b, h in leaves if h == host]) for host in hosts] == [2, 2]
+    with Store(db) as s:
+        leaves = s.stages("deep").set_index("stage").loc["sleep"]     # a stage is named by its first program
+    # 4 at once, at most 2 on a host: so 2 on each
+    assert (leaves["tasks"], leaves["concurrency"], leaves["per_host_concurrency"]) == (8, 4, 2)
