@@ -351,9 +351,9 @@ def envelope_state(db):
     many-file one, 1 host x 1 process, mean over repeats: a pass's envelope state, comparable across passes."""
     out = []
     with sqlite3.connect(db) as conn:
-        names = [n for (n,) in conn.execute("SELECT name FROM runs WHERE kind = 'envelope' AND name LIKE 'env-%' "
-                                            "ORDER BY id")]
-        one = next((n for n in names if n in ("env-8k", "env-1m")), None)
+        one = conn.execute("SELECT name FROM runs WHERE kind = 'envelope' AND name IN ('env-8k', 'env-1m') "
+                           "ORDER BY id LIMIT 1").fetchone()
+        one = one and one[0]
         for metric, size in (("T1L", 64 * 1024), ("TL", 64 * 1024), ("TL", 512 * 1024)):
             vals = []
             for name in (one, "env-many"):
