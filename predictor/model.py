@@ -17,10 +17,10 @@ from .surface import BANDWIDTH_OF, SIZELESS, THROUGHPUT_OF, EnvelopeSurface, fmt
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
                "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads", "wait_ratio",
-               "later_share", "later_beyond")
+               "later_share", "later_beyond", "first_slots")
 # off unless asked (--refine=+NAME): refinements that failed their held-out rule (montage_example/RESULTS.md).
 # later_share on pass V: median 40.5 -> 31.4 %, concatFit +75 -> +46 %, but mOverlaps, mDiff and mViewer farther
-OPT_IN = ("later_share", "later_beyond")
+OPT_IN = ("later_share", "later_beyond", "first_slots")
 DEFAULT = tuple(x for x in REFINEMENTS if x not in OPT_IN)
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
@@ -554,8 +554,33 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                 out[t] = rate_in(envs[t], t, kk)
         return out
 
-    def round_time(kk):
+    # refinement first_slots: a process's first op (a reading task's first read, else its first write; the shell's
+    # create of a redirected output) costs an op of the one-file envelope with all the slots' processes starting.
+    # Its excess is a latency (in the runs the first open is dear, not the reads after it): taken at the smallest
+    # size, from the idle envelope as measured (no load or CPU-wait scaling: mBackground, waiting for a CPU half its
+    # I/O time, paid less at its first open than mDiff)
+    firsts = [t for t in ("read_local", "read_remote", "read_shared") if t in ops] or [t for t in ("write",)
+                                                                                          if t in ops]
+    first_on = "first_slots" in on and surface.ops_per_proc == 1
+
+    def first_premium(kk, s_eff):
+        if not first_on or s_eff <= kk:
+            return {}
+        out, n = {}, sum(ops[t] for t in firsts)
+        for t in firsts:
+            m, e = TERM_METRIC[t], envs[t]
+            x = e.smallest(m)
+            out[t] = ops[t] / n * formulas.first_op_premium(s_eff, kk, e._get(e.s, m, x, s_eff, ",first"),
+                                                            e._get(e.s, m, x, kk, ",first"))
+        if at_exit and "meta" in ops:
+            out["meta"] = min(1.0, at_exit) * formulas.first_op_premium(
+                s_eff, kk, env._get(env.s, "Tm", 0, s_eff, ",first"), env._get(env.s, "Tm", 0, kk, ",first"))
+        return out
+
+    def round_time(kk, s_eff):
         t = formulas.task_io_time(kk, ops, rates(kk))
+        for term, v in first_premium(kk, s_eff).items():
+            t[term] = t.get(term, 0.0) + v
         if "metadata" not in on and need["write"]:
             t["meta"] = t.get("meta", 0.0) + 1.0 / env.get("Tm", 0, kk)   # equations (1)/(2): one create per round
         return t
@@ -569,12 +594,16 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     if "partial_round" in on:
         full, rem = divmod(Nr, S)
         R = full + (1 if rem else 0)
-        parts = [(full, round_time(k))] if full else []
+        parts = [(full, round_time(k, S))] if full else []
         if rem:
-            parts.append((1, round_time(min(k, float(rem)))))
+            parts.append((1, round_time(min(k, float(rem)), min(S, rem))))
     else:
         R = formulas.rounds(Nr, S)
-        parts = [(R, round_time(k))]
+        parts = [(R, round_time(k, S))]
+    extra = sum(first_premium(k, S).values())
+    if extra > 0:
+        notes.append(f"a process's first op at the {S} slots' concurrency: {extra * 1e3:.3g} ms more per task than at "
+                     f"{k:.3g} (the one-file envelope's ops at its smallest size)")
     terms = dict.fromkeys(TERMS, 0.0)
     for count, t in parts:
         for term, v in t.items():

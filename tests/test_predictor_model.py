@@ -5,7 +5,7 @@ import pytest
 
 from mtcio.db.workflow_model import Dist, Metadata, Read, Shared, Stage, Write
 from mtcio.predictor import formulas
-from mtcio.predictor.model import REFINEMENTS, predict_stage
+from mtcio.predictor.model import DEFAULT, REFINEMENTS, predict_stage
 from mtcio.predictor.predict import check_metrics, parse_refine, predict_workflow
 from mtcio.predictor.surface import EnvelopeError, EnvelopeSurface, grid_values
 
@@ -282,10 +282,10 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
 
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
-    default = set(REFINEMENTS) - {"later_share", "later_beyond"}     # the opt-in ones (their held-out rules failed)
+    default = set(REFINEMENTS) - {"later_share", "later_beyond", "first_slots"}     # the opt-in ones
     assert parse_refine(None) == parse_refine("default") == default
     assert parse_refine("-io_overlap,-metadata") == default - {"io_overlap", "metadata"}
-    assert parse_refine("-metadata,+later_share,+later_beyond") == set(REFINEMENTS) - {"metadata"}
+    assert parse_refine("-metadata,+later_share,+later_beyond,+first_slots") == set(REFINEMENTS) - {"metadata"}
     assert parse_refine("-wait_ratio") == default - {"wait_ratio"}
     assert parse_refine("slots") == {"slots"}
     with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
@@ -652,6 +652,32 @@ def test_later_beyond_saves_a_later_large_op_the_seconds_saved_at_the_many_file_
     st.read.bytes_per_task = Dist(10 * KiB, 10 * KiB, 10 * KiB)
     assert predict_stage(st, one, "refined", on).read_s == pytest.approx(
         predict_stage(st, one, "refined").read_s, rel=1e-9)
+
+
+def test_first_slots_charges_a_process_first_op_at_the_slots_latency():
+    """A process's first op costs the one-file envelope's op with all S slots starting (testbed, pass AB: a fan-out
+    task's first open 14-18 ms on 4 hosts x 2 slots, 1-2.6 ms in a task alone): the excess over an op at the I/O
+    concurrency k, at the smallest size, S/T(1 KiB, S) - k/T(1 KiB, k), once per task; none where S <= k."""
+    def pts(per_size):
+        return [p for ppn in (1, 2) for h in (1, 2) for t, b in (("T1L", "B1L"), ("T1R", "B1R"))
+                for m, unit in ((t, 1), (b, None))
+                for p in _pts(m, {x: v * math.sqrt(h * ppn) * (unit or x) for x, v in per_size.items()}, h, ppn)]
+    one = EnvelopeSurface().fit(pts({KiB: 10.0, MiB: 2.5}))     # an op at k takes sqrt(k)/v s
+    one.ops_per_proc = 1
+    st = Stage(name="r", tasks=8, hosts=2, procs_per_host=2, io_concurrency=1.0,
+               read=Read(bytes_per_task=Dist(MiB, MiB, MiB), files_per_task=1, file_size=Dist(MiB, MiB, MiB),
+                         alpha=1.0))
+    base = predict_stage(st, one, "refined")
+    assert base.read_s == pytest.approx(2 * 1 / 2.5, rel=1e-9)          # 2 rounds of one 1 MiB op at k = 1
+    on = set(DEFAULT) | {"first_slots"}
+    p = predict_stage(st, one, "refined", on)
+    assert p.read_s == pytest.approx(base.read_s + 2 * (math.sqrt(4) / 10 - 1 / 10), rel=1e-9)
+    assert p.write_s == base.write_s and p.meta_s == base.meta_s
+    st.tasks = 6                                                         # a round of 4, then one of 2 (S = 2)
+    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(
+        2 / 2.5 + (math.sqrt(4) - 1) / 10 + (math.sqrt(2) - 1) / 10, rel=1e-9)
+    st.io_concurrency = 4.0                                              # every slot in I/O at once: no excess
+    assert predict_stage(st, one, "refined", on).read_s == predict_stage(st, one, "refined").read_s
 
 
 def test_stat_cache_leaves_the_cached_stats_uncharged():
