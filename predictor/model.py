@@ -560,8 +560,8 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     # Its excess is a latency (in the runs the first open is dear, not the reads after it): taken at the smallest
     # size, from the idle envelope as measured (no load or CPU-wait scaling: mBackground, waiting for a CPU half its
     # I/O time, paid less at its first open than mDiff)
-    firsts = [t for t in ("read_local", "read_remote", "read_shared") if t in ops] or [t for t in ("write",)
-                                                                                          if t in ops]
+    reads = [t for t in ("read_local", "read_remote", "read_shared") if t in ops]
+    firsts = reads or [t for t in ("write",) if t in ops]
     first_on = "first_slots" in on and surface.ops_per_proc == 1
 
     def first_premium(kk, s_eff):

@@ -656,7 +656,7 @@ def test_later_beyond_saves_a_later_large_op_the_seconds_saved_at_the_many_file_
 
 def test_first_slots_charges_a_process_first_op_at_the_slots_latency():
     """A process's first op costs the one-file envelope's op with all S slots starting (testbed, pass AB: a fan-out
-    task's first open 14-18 ms on 4 hosts x 2 slots, 1-2.6 ms in a task alone): the excess over an op at the I/O
+    task's first open 14-26 ms on 4 hosts x 2 slots, 0.4-2.6 ms in a task alone): the excess over an op at the I/O
     concurrency k, at the smallest size, S/T(1 KiB, S) - k/T(1 KiB, k), once per task; none where S <= k."""
     def pts(per_size):
         return [p for ppn in (1, 2) for h in (1, 2) for t, b in (("T1L", "B1L"), ("T1R", "B1R"))
