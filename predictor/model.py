@@ -578,9 +578,9 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                 s_eff, kk, env._get(env.s, "Tm", 0, s_eff, ",first"), env._get(env.s, "Tm", 0, kk, ",first"))
         return out
 
-    def round_time(kk, s_eff):
+    def round_time(kk, first):
         t = formulas.task_io_time(kk, ops, rates(kk))
-        for term, v in first_premium(kk, s_eff).items():
+        for term, v in first.items():
             t[term] = t.get(term, 0.0) + v
         if "metadata" not in on and need["write"]:
             t["meta"] = t.get("meta", 0.0) + 1.0 / env.get("Tm", 0, kk)   # equations (1)/(2): one create per round
@@ -595,16 +595,17 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     if "partial_round" in on:
         full, rem = divmod(Nr, S)
         R = full + (1 if rem else 0)
-        parts = [(full, round_time(k, S))] if full else []
-        if rem:
-            parts.append((1, round_time(min(k, float(rem)), min(S, rem))))
+        shapes = ([(full, k, S)] if full else []) + ([(1, min(k, float(rem)), min(S, rem))] if rem else [])
     else:
         R = formulas.rounds(Nr, S)
-        parts = [(R, round_time(k, S))]
-    extra = sum(first_premium(k, S).values())
+        shapes = [(R, k, S)]                  # (rounds, I/O concurrency, processes starting at once)
+    firsts_charged = [first_premium(kk, s) for _, kk, s in shapes]
+    parts = [(count, round_time(kk, f)) for (count, kk, _), f in zip(shapes, firsts_charged)]
+    extra = sum(firsts_charged[0].values())
     if extra > 0:
-        notes.append(f"a process's first op at the {S} slots' concurrency: {extra * 1e3:.3g} ms more per task than at "
-                     f"{k:.3g} (the one-file envelope's ops at its smallest size)")
+        _, k0, s0 = shapes[0]
+        notes.append(f"a process's first op at the {s0} slots' concurrency: {extra * 1e3:.3g} ms more per task than "
+                     f"at {k0:.3g} (the one-file envelope's ops at its smallest size)")
     terms = dict.fromkeys(TERMS, 0.0)
     for count, t in parts:
         for term, v in t.items():
