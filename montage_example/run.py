@@ -139,9 +139,7 @@ def run_workflow(bed: Bed, top: str, hosts: list, *, run: str, db: str, logdir: 
     from mtcio import pwrake_plugin
     master = bed.mounts[hosts[0]] + top
     env = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
-    gfarm = " ".join(MTCBED) + f" exec {hosts[0]} --"
-    env.update(MTCPROF_CMD=MTCPROF, MTCPROF_DIR=logdir, MTCPROF_RUN=run, MTCPROF_DB=os.path.abspath(db),
-               MTCPROF_GFARM_CMD=gfarm)
+    env.update(MTCPROF_CMD=MTCPROF, MTCPROF_DIR=logdir, MTCPROF_RUN=run, MTCPROF_DB=os.path.abspath(db))
     from mtcio.preload.testing import LIB
     env["MTCPROF_LIB"] = LIB
     if placement not in ("with", "against", "none"):
@@ -150,7 +148,8 @@ def run_workflow(bed: Bed, top: str, hosts: list, *, run: str, db: str, logdir: 
         hosts = hosts[:1]
         slots = slots * len(bed.hosts)
     shift_dir, launcher, mount = _launchers(bed, hosts, 1 if placement == "against" else 0)
-    env.update(MTCPROF_LAUNCHER=launcher, MTCPROF_MOUNT=mount)
+    # Gfarm's clients (placement's gfwhere+gfls, ingest's gfwhere) through a host's launcher script too
+    env.update(MTCPROF_LAUNCHER=launcher, MTCPROF_MOUNT=mount, MTCPROF_GFARM_CMD=launcher.replace("{host}", hosts[0]))
     env["MTCPROF_HOSTS"] = " ".join(f"{h}:{slots}" for h in hosts)
     env.update(extra_env or {})
     jobs = slots * len(hosts)

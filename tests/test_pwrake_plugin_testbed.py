@@ -2,7 +2,7 @@
 multitask fan-out whose inputs sit 3 per host, and a gather task.  Every task is in the db exactly once, with
 its stage and the host it ran on; each fan-out task ran on the host holding its input (3 slots per host, so a
 slot was always free); the gather task ran on the host holding most of its input bytes; outputs are stored
-where they were written (gfwhere)."""
+where they were written (gfwhere); placement asked Gfarm about each input once, not once per task."""
 import contextlib
 import os
 import shutil
@@ -65,8 +65,12 @@ def test_fanout_with_placement(testbed, tmp_path):
             assert testbed.where(f"{top}/d{i}.in") == [home[i]]
         master = testbed.mount(hosts[0]) + top           # the master's folder, through host 1's mount
         db = str(tmp_path / "bed.db")
+        calls = tmp_path / "gfarm-calls"                  # Gfarm's clients through a wrapper noting each call
+        gfarm_cmd = tmp_path / "gfarm-cmd"
+        gfarm_cmd.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {MTCBED} exec {hosts[0]} -- "$@"\n')
+        gfarm_cmd.chmod(0o755)
         r = rake_placed(master, "fanout.Rakefile", logs=logs, db=db, run="fan", hosts=hosts, slots=3, jobs=N,
-                        MTCPROF_VERBOSE="1")
+                        MTCPROF_VERBOSE="1", MTCPROF_GFARM_CMD=str(gfarm_cmd))
         assert r.returncode == 0, r.stderr
         assert "mtcprof: warning" not in r.stderr, r.stderr        # (ingest may warn about the folder itself)
         assert f"mtcprof: run fan stored in {db}" in r.stderr
@@ -88,6 +92,11 @@ def test_fanout_with_placement(testbed, tmp_path):
             assert testbed.where(f"{top}/d{i}.proj") == [home[i]]
             assert testbed.where(f"{top}/d{i}.proj.host") == [home[i]]
         assert testbed.where(f"{top}/all.sum") == [hosts[3]]
+        # placement asked Gfarm about every input once, the 12 fan-out tasks (ready together) in fewer calls
+        placing = [line.split() for line in calls.read_text().splitlines() if line.startswith("sh -c gfwhere")]
+        asked = sorted(w for words in placing for w in words if w.startswith(top + "/"))
+        assert asked == sorted([f"{top}/d{i}.in" for i in range(N)] + [f"{top}/d{i}.proj" for i in range(N)])
+        assert len(placing) < N + 1, placing
 
 
 def test_slots_not_rakes_pool_bound_a_deep_graph(testbed, tmp_path):
