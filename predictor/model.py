@@ -17,11 +17,10 @@ from .surface import BANDWIDTH_OF, SIZELESS, THROUGHPUT_OF, EnvelopeSurface, fmt
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
                "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads", "wait_ratio",
-               "later_share", "later_beyond", "first_slots")
+               "later_share", "later_beyond", "first_slots", "alpha_files")
 # off unless asked (--refine=+NAME): refinements that failed their held-out rule (montage_example/RESULTS.md).
-# later_share on pass V: median 40.5 -> 31.4 %, concatFit +75 -> +46 %, but mOverlaps, mDiff and mViewer farther;
-# first_slots on pass AC: mFitplane -53 -> -28 %, but the median only 22.0 -> 21.7 % (its rule asked 1 point)
-OPT_IN = ("later_share", "later_beyond", "first_slots")
+# later_share on pass V: median 40.5 -> 31.4 %, concatFit +75 -> +46 %, but mOverlaps, mDiff and mViewer farther
+OPT_IN = ("later_share", "later_beyond")
 DEFAULT = tuple(x for x in REFINEMENTS if x not in OPT_IN)
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
@@ -466,7 +465,10 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     ops, size = {}, {}
     if need["read"]:
         n, s = split(D, r.files_per_task)
-        ops["read_local"], ops["read_remote"] = alpha * n, (1 - alpha) * n
+        # refinement alpha_files: ops split by the share of files read locally, not of bytes (concatFit: 30 % of
+        # its files local but 62 % of its bytes, in one 16 KB table among 112 files of 270 B)
+        a = r.alpha_files if "alpha_files" in on and r.alpha_files is not None and "files" in on else alpha
+        ops["read_local"], ops["read_remote"] = a * n, (1 - a) * n
         size["read_local"] = size["read_remote"] = s
     if need["shared"]:
         nsh = _shared_files_per_task(sh, D_N) if "reread" in on else sh.files   # without: every task reads all
@@ -565,6 +567,9 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     first_on = "first_slots" in on and surface.ops_per_proc == 1
 
     def first_premium(kk, s_eff):
+        # no more processes start at once than the trace ever ran tasks of the stage at once (a short task's
+        # slot often waits on the scheduler: mFitplane ran 5-7 at once in 8 slots)
+        s_eff = min(s_eff, stage.concurrency or s_eff)
         if not first_on or s_eff <= kk:
             return {}
         out, n = {}, sum(ops[t] for t in firsts)

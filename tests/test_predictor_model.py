@@ -282,10 +282,10 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
 
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
-    default = set(REFINEMENTS) - {"later_share", "later_beyond", "first_slots"}     # the opt-in ones
+    default = set(REFINEMENTS) - {"later_share", "later_beyond"}     # the opt-in ones
     assert parse_refine(None) == parse_refine("default") == default
     assert parse_refine("-io_overlap,-metadata") == default - {"io_overlap", "metadata"}
-    assert parse_refine("-metadata,+later_share,+later_beyond,+first_slots") == set(REFINEMENTS) - {"metadata"}
+    assert parse_refine("-metadata,+later_share,+later_beyond") == set(REFINEMENTS) - {"metadata"}
     assert parse_refine("-wait_ratio") == default - {"wait_ratio"}
     assert parse_refine("slots") == {"slots"}
     with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
@@ -667,17 +667,43 @@ def test_first_slots_charges_a_process_first_op_at_the_slots_latency():
     st = Stage(name="r", tasks=8, hosts=2, procs_per_host=2, io_concurrency=1.0,
                read=Read(bytes_per_task=Dist(MiB, MiB, MiB), files_per_task=1, file_size=Dist(MiB, MiB, MiB),
                          alpha=1.0))
-    base = predict_stage(st, one, "refined")
+    off = set(DEFAULT) - {"first_slots"}
+    base = predict_stage(st, one, "refined", off)
     assert base.read_s == pytest.approx(2 * 1 / 2.5, rel=1e-9)          # 2 rounds of one 1 MiB op at k = 1
-    on = set(DEFAULT) | {"first_slots"}
+    on = set(DEFAULT)
     p = predict_stage(st, one, "refined", on)
     assert p.read_s == pytest.approx(base.read_s + 2 * (math.sqrt(4) / 10 - 1 / 10), rel=1e-9)
     assert p.write_s == base.write_s and p.meta_s == base.meta_s
     st.tasks = 6                                                         # a round of 4, then one of 2 (S = 2)
     assert predict_stage(st, one, "refined", on).read_s == pytest.approx(
         2 / 2.5 + (math.sqrt(4) - 1) / 10 + (math.sqrt(2) - 1) / 10, rel=1e-9)
+    st.tasks, st.concurrency = 8, 2                   # the trace never ran more than 2 at once: S taken as 2
+    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base.read_s + 2 * (math.sqrt(2) - 1) / 10,
+                                                                         rel=1e-9)
     st.io_concurrency = 4.0                                              # every slot in I/O at once: no excess
-    assert predict_stage(st, one, "refined", on).read_s == predict_stage(st, one, "refined").read_s
+    assert predict_stage(st, one, "refined", on).read_s == predict_stage(st, one, "refined", off).read_s
+
+
+def test_alpha_files_splits_the_ops_by_the_files_read_locally():
+    """Of 4 files a task reads, 1 local holding 80 % of the bytes: alpha_files charges 1 local op (T1L) and 3
+    remote (T1R), where the bytes' alpha charges 3.2 local and 0.8 remote."""
+    pts = []
+    for ppn in (1, 2):
+        for h in (1, 2):
+            for t, v in (("T1L", 10.0), ("T1R", 40.0)):
+                pts += _pts(t, {KiB: v, MiB: v}, h, ppn) + _pts("B" + t[1:], {KiB: v * KiB, MiB: v * MiB}, h, ppn)
+    surf = EnvelopeSurface().fit(pts)
+    st = Stage(name="r", tasks=2, hosts=2, procs_per_host=1, io_concurrency=1.0,
+               read=Read(bytes_per_task=Dist(4 * KiB, 4 * KiB, 4 * KiB), files_per_task=4,
+                         file_size=Dist(KiB, KiB, KiB), alpha=0.8, alpha_files=0.25))
+    base = predict_stage(st, surf, "refined", set(DEFAULT) - {"alpha_files"})
+    assert base.terms["read_local"] == pytest.approx(3.2 / 10, rel=1e-9)
+    assert base.terms["read_remote"] == pytest.approx(0.8 / 40, rel=1e-9)
+    p = predict_stage(st, surf, "refined")
+    assert p.terms["read_local"] == pytest.approx(1 / 10, rel=1e-9)
+    assert p.terms["read_remote"] == pytest.approx(3 / 40, rel=1e-9)
+    st.read.alpha_files = None                                           # not in the model: the bytes' alpha
+    assert predict_stage(st, surf, "refined").read_s == base.read_s
 
 
 def test_stat_cache_leaves_the_cached_stats_uncharged():
