@@ -66,7 +66,8 @@ def first_op_premium(S, k, T_S, T_k):
     """Refinement first_slots: the seconds a process's first op costs beyond an op of the task's I/O concurrency.
 
     The op is charged S/T_S, an op of the one-file envelope measured with S processes starting at once (S the
-    stage's slots), instead of k/T_k at the I/O concurrency k the task's other ops are charged at; never less."""
+    stage's slots, at most the most tasks the trace ran at once), instead of k/T_k at the I/O concurrency k the
+    task's other ops are charged at; never less."""
     return max(0.0, S / T_S - k / T_k)
 
 

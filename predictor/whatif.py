@@ -73,6 +73,8 @@ def apply(stage, combo):
             s.procs_per_host = int(v)
         elif key == "alpha":
             s.read.alpha = float(v)
+            if s.read.alpha_files is not None:      # refinement alpha_files splits the ops by it: the same share
+                s.read.alpha_files = float(v)
         elif key == "tasks":
             s.tasks = max(1, int(round(s.tasks * v))) if op == "x" else int(v)
         elif key == "size":

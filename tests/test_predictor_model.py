@@ -702,6 +702,9 @@ def test_alpha_files_splits_the_ops_by_the_files_read_locally():
     p = predict_stage(st, surf, "refined")
     assert p.terms["read_local"] == pytest.approx(1 / 10, rel=1e-9)
     assert p.terms["read_remote"] == pytest.approx(3 / 40, rel=1e-9)
+    from mtcio.predictor.whatif import apply
+    every = predict_stage(apply(st, [("alpha", ("=", 1.0))]), surf, "refined")    # --what-if alpha=1: all local
+    assert (every.terms["read_local"], every.terms["read_remote"]) == (pytest.approx(4 / 10, rel=1e-9), 0.0)
     st.read.alpha_files = None                                           # not in the model: the bytes' alpha
     assert predict_stage(st, surf, "refined").read_s == base.read_s
 
