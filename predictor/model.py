@@ -567,9 +567,6 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     first_on = "first_slots" in on and surface.ops_per_proc == 1
 
     def first_premium(kk, s_eff):
-        # no more processes start at once than the trace ever ran tasks of the stage at once (a short task's
-        # slot often waits on the scheduler: mFitplane ran 5-7 at once in 8 slots)
-        s_eff = min(s_eff, stage.concurrency or s_eff)
         if not first_on or s_eff <= kk:
             return {}
         out, n = {}, sum(ops[t] for t in firsts)
@@ -604,13 +601,16 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     else:
         R = formulas.rounds(Nr, S)
         shapes = [(R, k, S)]                  # (rounds, I/O concurrency, processes starting at once)
+    # no more processes start at once than the trace ever ran tasks of the stage at once (a short task's slot often
+    # waits on the scheduler: mFitplane ran 5-7 at once in 8 slots)
+    shapes = [(n, kk, min(s, stage.concurrency or s)) for n, kk, s in shapes]
     firsts_charged = [first_premium(kk, s) for _, kk, s in shapes]
     parts = [(count, round_time(kk, f)) for (count, kk, _), f in zip(shapes, firsts_charged)]
     extra = sum(firsts_charged[0].values())
     if extra > 0:
         _, k0, s0 = shapes[0]
-        notes.append(f"a process's first op at the {s0} slots' concurrency: {extra * 1e3:.3g} ms more per task than "
-                     f"at {k0:.3g} (the one-file envelope's ops at its smallest size)")
+        notes.append(f"a process's first op with {s0} processes starting at once: {extra * 1e3:.3g} ms more per task "
+                     f"than at {k0:.3g} (the one-file envelope's ops at its smallest size)")
     terms = dict.fromkeys(TERMS, 0.0)
     for count, t in parts:
         for term, v in t.items():

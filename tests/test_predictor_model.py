@@ -678,8 +678,9 @@ def test_first_slots_charges_a_process_first_op_at_the_slots_latency():
     assert predict_stage(st, one, "refined", on).read_s == pytest.approx(
         2 / 2.5 + (math.sqrt(4) - 1) / 10 + (math.sqrt(2) - 1) / 10, rel=1e-9)
     st.tasks, st.concurrency = 8, 2                   # the trace never ran more than 2 at once: S taken as 2
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base.read_s + 2 * (math.sqrt(2) - 1) / 10,
-                                                                         rel=1e-9)
+    capped = predict_stage(st, one, "refined", on)
+    assert capped.read_s == pytest.approx(base.read_s + 2 * (math.sqrt(2) - 1) / 10, rel=1e-9)
+    assert any(n.startswith("a process's first op with 2 processes starting at once") for n in capped.notes)
     from mtcio.predictor.whatif import apply
     assert apply(st, [("hosts", ("=", 4))]).concurrency == 4            # twice the slots: twice as many at once
     st.io_concurrency = 4.0                                              # every slot in I/O at once: no excess
