@@ -601,8 +601,8 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     else:
         R = formulas.rounds(Nr, S)
         shapes = [(R, k, S)]                  # (rounds, I/O concurrency, processes starting at once)
-    # no more processes start at once than the trace ever ran tasks of the stage at once (a short task's slot often
-    # waits on the scheduler: mFitplane ran 5-7 at once in 8 slots)
+    # no more processes start at once than the trace ever ran tasks of the stage at once (mFitplane's short tasks:
+    # 5-7 at once in 8 slots)
     shapes = [(n, kk, min(s, stage.concurrency or s)) for n, kk, s in shapes]
     firsts_charged = [first_premium(kk, s) for _, kk, s in shapes]
     parts = [(count, round_time(kk, f)) for (count, kk, _), f in zip(shapes, firsts_charged)]
