@@ -255,6 +255,7 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
     floor = []         # the least |error| one predicted time per configuration can have on its worst run
     whole = []
     by_stage = {}      # stage -> signed refined errors over the runs: which way each stage leans
+    by_hosts = {}      # (stage, hosts) -> the same per host count: a lean that changes with the hosts
     validated = []
     envs = a.envelope.split(",") if a.envelope else (measured_envs or envelope_names(a))
     with sqlite3.connect(db) as conn:   # calibration learns only from the runs validated before, in this pass
@@ -308,6 +309,7 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
                     errs.setdefault(v, []).append((abs(e), meas))
                     if v == "refined":
                         by_stage.setdefault(stage, []).append(e)
+                        by_hosts.setdefault((stage, r0["hosts"]), []).append(e)
                     if r.get("interval"):
                         inside.setdefault(v, []).append((stage, r["interval"][0] <= meas <= r["interval"][1]))
                     tot.setdefault(v, [0.0, 0.0])
@@ -328,6 +330,11 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
     if by_stage:
         print("refined error per stage over the runs, median [min, max] %: " + "; ".join(
             f"{st} {statistics.median(es):+.0f} [{min(es):+.0f}, {max(es):+.0f}]" for st, es in by_stage.items()))
+        hs = sorted({h for _, h in by_hosts})
+        if len(hs) > 1:
+            print(f"refined error per stage on {' / '.join(map(str, hs))} hosts, median %: " + "; ".join(
+                f"{st} " + " / ".join(f"{statistics.median(by_hosts[st, h]):+.0f}" if (st, h) in by_hosts else "-"
+                                      for h in hs) for st in by_stage))
     for v, xs in inside.items():
         n_in = sum(ok for _, ok in xs)
         worst = collections.Counter(stage for stage, ok in xs if not ok).most_common(5)
