@@ -10,8 +10,8 @@ overlapping by 20 %), one stage per Rakefile stage, so a prediction can be made 
 with `mtcprof model` of a traced run.  How each field is derived:
 
   tasks            mProjectPP, mBackground: K; mDiff, mFitplane: the grid's overlaps (left-right, up-down and
-                   both diagonals: (c-1)r + c(r-1) + 2(c-1)(r-1) for c x r tiles); mImgtbl: 3 (raw, projected,
-                   corrected tables: one stage in a trace); the other stages: 1
+                   both diagonals: (c-1)r + c(r-1) + 2(c-1)(r-1) for c x r tiles); the other stages: 1 (mImgtbl
+                   is three stages, the raw, projected and corrected tables)
   hosts            min(C, tasks)
   procs_per_host   --procs (the plugin's slots per host)
   read / write     bytes from the tile size S = 4 W H: mProjectPP reads S and writes an image and an area
@@ -89,26 +89,21 @@ def model(tiles: int, hosts: int, width: int = 512, height: int = 1024, procs: i
     one = 1.0 / C
     tbl = 600 * K
     st = [
-        _stage("mImgtbl", 1, C, P, 2880 * K, K, tbl, 1, one),
+        _stage("mImgtbl-raw", 1, C, P, 2880 * K, K, tbl, 1, one),
         _stage("mMakeHdr", 1, C, P, tbl, 1, HDR, 1, 1.0),
         _stage("mProjectPP", K, C, P, S, 1, 2 * proj, 2, a["mProjectPP"], (1, HDR)),
-        _stage("mImgtbl", 1, C, P, 2880 * K, K, tbl, 1, one),
+        _stage("mImgtbl-proj", 1, C, P, 2880 * K, K, tbl, 1, one),
         _stage("mOverlaps", 1, C, P, tbl, 1, 100 * nov, 1, 1.0),
         _stage("mDiff", nov, C, P, 4 * proj, 4, 2 * diff, 2, a["mDiff"], (1, HDR)),
         _stage("mFitplane", nov, C, P, diff, 1, 400, 1, 1.0),
         _stage("concatFit", 1, C, P, 400 * nov + tbl, nov + 1, 200 * nov, 1, one),
         _stage("mBgModel", 1, C, P, tbl + 200 * nov, 2, 60 * K, 1, 1.0),
         _stage("mBackground", K, C, P, 2 * proj, 2, 2 * proj, 2, a["mBackground"], (2, tbl + 60 * K)),
-        _stage("mImgtbl", 1, C, P, 2880 * K, K, tbl, 1, one),
+        _stage("mImgtbl-corr", 1, C, P, 2880 * K, K, tbl, 1, one),
         _stage("mAdd", 1, C, P, 2 * proj * K, 2 * K, 2 * mosaic, 2, one),
         _stage("mShrink", 1, C, P, mosaic, 1, mosaic / 4, 1, 1.0),
         _stage("mViewer", 1, C, P, mosaic / 4, 1, mosaic / 32, 1, 1.0),
     ]
-    # the three mImgtbl runs are one stage in a trace (the plugin names stages by program): merge them
-    im = [s for s in st if s["name"] == "mImgtbl"]
-    im[0]["tasks"] = 3
-    im[0]["hosts"] = min(C, 3)
-    st = [s for s in st if s["name"] != "mImgtbl" or s is im[0]]
     return {"mtcio_workflow": 1, "run": None,
             "source": {"note": f"montage_example/montage_model.py --tiles {K} --hosts {C} --width {width} "
                                f"--height {height} --procs {P} --placement {placement}"},

@@ -45,9 +45,9 @@ def test_model_loads_and_predicts(tmp_path):
     assert montage_model.main(["--tiles", "16", "--hosts", "4", "--procs", "2", "-o", str(out)]) == 0
     wf = workflow_model.load(str(out))
     n = {s.name: (s.tasks, s.hosts) for s in wf.stages}
-    assert n == {"mImgtbl": (3, 3), "mMakeHdr": (1, 1), "mProjectPP": (16, 4), "mOverlaps": (1, 1), "mDiff": (42, 4),
-                 "mFitplane": (42, 4), "concatFit": (1, 1), "mBgModel": (1, 1), "mBackground": (16, 4),
-                 "mAdd": (1, 1), "mShrink": (1, 1), "mViewer": (1, 1)}
+    assert n == {"mImgtbl-raw": (1, 1), "mMakeHdr": (1, 1), "mProjectPP": (16, 4), "mImgtbl-proj": (1, 1),
+                 "mOverlaps": (1, 1), "mDiff": (42, 4), "mFitplane": (42, 4), "concatFit": (1, 1), "mBgModel": (1, 1),
+                 "mBackground": (16, 4), "mImgtbl-corr": (1, 1), "mAdd": (1, 1), "mShrink": (1, 1), "mViewer": (1, 1)}
     proj = next(s for s in wf.stages if s.name == "mProjectPP")
     assert proj.read.bytes_per_task.mean == 2 * 1024 * 1024 and proj.read.alpha == 0.94
     assert proj.write.bytes_per_task.mean == 8 * 1024 * 1024

@@ -24,8 +24,9 @@ pytestmark = [pytest.mark.testbed,
               pytest.mark.skipif(shutil.which("rake") is None or shutil.which("mProjectPP") is None,
                                  reason="needs Debian's rake and montage")]
 # the same counts as under rake (tests/test_montage_testbed.py): 4 tiles, 6 overlaps
-COUNTS = {"mImgtbl": 3, "mMakeHdr": 1, "mProjectPP": 4, "mOverlaps": 1, "mDiff": 6, "mFitplane": 6,
-          "concatFit": 1, "mBgModel": 1, "mBackground": 4, "mAdd": 1, "mShrink": 1, "mViewer": 1}
+COUNTS = {"mImgtbl-raw": 1, "mMakeHdr": 1, "mProjectPP": 4, "mImgtbl-proj": 1, "mOverlaps": 1, "mDiff": 6,
+          "mFitplane": 6, "concatFit": 1, "mBgModel": 1, "mBackground": 4, "mImgtbl-corr": 1, "mAdd": 1, "mShrink": 1,
+          "mViewer": 1}
 
 
 @pytest.fixture(scope="module")
