@@ -10,8 +10,8 @@ validated before it only). The spread of the configuration's runs is printed bes
 the floor it sets: the error of the one time per configuration and stage nearest all its runs.
 Per stage: measured I/O time, predicted, error %; then median and p90 of |error| over every stage of every
 run, per variant, for all stages and for the stages whose measured I/O time is >= 50 ms, how many stage-runs
-fall inside their 90 % interval (100 envelope resamples) and which stages most often do not, and the whole
-workflow's I/O time (sum over stages) error per run.
+fall inside their 90 % interval (100 envelope resamples) and which stages most often do not, each stage's signed
+error (median over the runs, and per host count), and the whole workflow's I/O time (sum over stages) error per run.
 
     python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m,8k]
                                           [--loaded H] [--apart US] [--writes-ab MS] [--keep DIR | --predict-only DIR]
