@@ -8,6 +8,7 @@ from mtcio.predictor import formulas
 from mtcio.predictor.model import DEFAULT, REFINEMENTS, predict_stage
 from mtcio.predictor.predict import check_metrics, parse_refine, predict_workflow
 from mtcio.predictor.surface import EnvelopeError, EnvelopeSurface, grid_values
+from mtcio.predictor.whatif import apply
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -493,7 +494,6 @@ def test_balance_counts_rounds_on_the_busiest_host():
     assert p.rounds == 3 and p.write_s == pytest.approx(3 * 4 / 20, rel=1e-9)
     assert "the busiest host ran 6 of 8 tasks, 1.50x an even share" in " ".join(p.notes)
     assert predict_stage(st, surf, "refined", set(REFINEMENTS) - {"balance"}).rounds == 2
-    from mtcio.predictor.whatif import apply
     assert apply(st, [("hosts", ("=", 4))]).tasks_max_per_host == 3     # 1.5 x 8/4
 
 
@@ -681,7 +681,6 @@ def test_first_slots_charges_a_process_first_op_at_the_slots_latency():
     capped = predict_stage(st, one, "refined", on)
     assert capped.read_s == pytest.approx(base.read_s + 2 * (math.sqrt(2) - 1) / 10, rel=1e-9)
     assert any(n.startswith("a process's first op with 2 processes starting at once") for n in capped.notes)
-    from mtcio.predictor.whatif import apply
     assert apply(st, [("hosts", ("=", 4))]).concurrency == 4            # twice the slots: twice as many at once
     st.io_concurrency = 4.0                                              # every slot in I/O at once: no excess
     assert predict_stage(st, one, "refined", on).read_s == predict_stage(st, one, "refined", off).read_s
@@ -705,7 +704,6 @@ def test_alpha_files_splits_the_ops_by_the_files_read_locally():
     p = predict_stage(st, surf, "refined")
     assert p.terms["read_local"] == pytest.approx(1 / 10, rel=1e-9)
     assert p.terms["read_remote"] == pytest.approx(3 / 40, rel=1e-9)
-    from mtcio.predictor.whatif import apply
     every = predict_stage(apply(st, [("alpha", ("=", 1.0))]), surf, "refined")    # --what-if alpha=1: all local
     assert (every.terms["read_local"], every.terms["read_remote"]) == (pytest.approx(4 / 10, rel=1e-9), 0.0)
     st.read.alpha_files = None                                           # not in the model: the bytes' alpha
