@@ -19,6 +19,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
         concurrency: INT?              # most tasks of the stage running at once (whole run)
         procs_per_host: INT?           # most tasks of the stage running at once on one host
         io_concurrency: FLOAT?         # mean tasks in I/O at once while any is (db/overlap.py; >= 1)
+        io_concurrency_served: FLOAT?  # the same of the I/O time less its CPU wait (io_cpu_wait): the load on Gfarm
         tasks_max_per_host: INT?       # tasks the busiest host ran (placement balance: N / hosts when even)
         files_per_process: FLOAT?      # data files one process opens in turn (mean over processes moving data)
         cpu_load: FLOAT?               # tasks computing on a host beside the stage's I/O (db/overlap.py; I/O-time mean)
@@ -203,6 +204,7 @@ class Stage:
     concurrency: int | None = None
     procs_per_host: int | None = None
     io_concurrency: float | None = None
+    io_concurrency_served: float | None = None
     tasks_max_per_host: int | None = None
     files_per_process: float | None = None
     cpu_load: float | None = None

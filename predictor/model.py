@@ -17,10 +17,10 @@ from .surface import BANDWIDTH_OF, SIZELESS, THROUGHPUT_OF, EnvelopeSurface, fmt
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
                "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads", "wait_ratio",
-               "later_share", "later_beyond", "first_slots", "alpha_files")
+               "later_share", "later_beyond", "first_slots", "alpha_files", "served_overlap")
 # off unless asked (--refine=+NAME): refinements that failed their held-out rule (montage_example/RESULTS.md).
 # later_share on pass V: median 40.5 -> 31.4 %, concatFit +75 -> +46 %, but mOverlaps, mDiff and mViewer farther
-OPT_IN = ("later_share", "later_beyond")
+OPT_IN = ("later_share", "later_beyond", "served_overlap")
 DEFAULT = tuple(x for x in REFINEMENTS if x not in OPT_IN)
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
@@ -437,11 +437,18 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     k = float(S)
     if "io_overlap" in on:
         kio = io_concurrency if io_concurrency is not None else stage.io_concurrency
+        # refinement served_overlap: the overlap of the I/O time less its CPU wait, which wait_ratio charges apart
+        # (a call waiting for a CPU lengthens the overlap but loads no daemon)
+        served = ("served_overlap" in on and "wait_ratio" in on and io_concurrency is None
+                  and stage.io_concurrency_served is not None)
+        if served:
+            kio = stage.io_concurrency_served
         if kio is None:
             notes.append(f"I/O concurrency unknown (no trace overlap in the model): taken as the {S} slots")
         else:
             k = max(1.0, min(float(kio), float(S)))
-            notes.append(f"I/O concurrency {k:.3g} from the trace's overlap of I/O intervals ({S} slots)")
+            notes.append(f"I/O concurrency {k:.3g} from the trace's overlap of I/O intervals"
+                         + (" less their CPU wait" if served else "") + f" ({S} slots)")
     load = (stage.cpu_load or 0.0) if "cpu_load" in on else 0.0
     gap = (stage.compute_per_call_us or 0.0) if "call_gap" in on else 0.0
     wait = min(0.9, stage.io_cpu_wait) if "wait_ratio" in on and stage.io_cpu_wait is not None else None

@@ -301,6 +301,15 @@ def test_machine_busy_is_the_machines_cpu_share_while_the_stage_ran(tmp_path, ca
     assert w.stage("SHORT").machine_busy is None
 
 
+def test_served_concurrency_is_the_overlap_of_the_io_less_its_cpu_wait():
+    """Two tasks in I/O through the same second: 2 deep; half of that time waiting for a CPU leaves each in I/O
+    at density 0.5: 1 s of I/O over 0.75 s with any in it (1 - 0.5 x 0.5), 4/3 deep. None without clocks."""
+    windows = [(0, 10 ** 9, 1.0), (0, 10 ** 9, 1.0)]
+    assert model._served_concurrency(windows, 0.0) == 2.0
+    assert model._served_concurrency(windows, 0.5) == pytest.approx(4 / 3, abs=1e-4)
+    assert model._served_concurrency(windows, None) is None
+
+
 @pytest.mark.parametrize("text,want", [
     ("2 100.50 150.00 101.50 150.80", (2, 100.5, 150.0, 101.5, 150.8)),
     ("2 100.50 150.00 100.50 150.00", (2, 100.5, 150.0, 100.5, 150.0)),

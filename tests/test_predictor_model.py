@@ -283,10 +283,10 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
 
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
-    default = set(REFINEMENTS) - {"later_share", "later_beyond"}     # the opt-in ones
+    default = set(REFINEMENTS) - {"later_share", "later_beyond", "served_overlap"}     # the opt-in ones
     assert parse_refine(None) == parse_refine("default") == default
     assert parse_refine("-io_overlap,-metadata") == default - {"io_overlap", "metadata"}
-    assert parse_refine("-metadata,+later_share,+later_beyond") == set(REFINEMENTS) - {"metadata"}
+    assert parse_refine("-metadata,+later_share,+later_beyond,+served_overlap") == set(REFINEMENTS) - {"metadata"}
     assert parse_refine("-wait_ratio") == default - {"wait_ratio"}
     assert parse_refine("slots") == {"slots"}
     with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
@@ -792,6 +792,22 @@ def _clocked(pts, share):
     """The points with an engine's op clocks in their config: `share` of 2 s of ops waiting for a CPU."""
     import json
     return [{**p, "config": json.dumps({"op_s": 2.0, "op_wait_s": 2.0 * share})} for p in pts]
+
+
+def test_served_overlap_looks_the_envelope_up_at_the_overlap_less_the_cpu_wait():
+    """4 slots whose I/O overlapped 4 deep, 2 deep without the half of it spent waiting for a CPU: the envelope
+    is read at k = 2 and wait_ratio charges the wait (x 0.8 / 0.5); opt-in, and only beside wait_ratio."""
+    surf = EnvelopeSurface().fit(_clocked(sqrt_points(), 0.2))
+    st = write_stage(n=4)
+    st.io_concurrency, st.io_concurrency_served, st.io_cpu_wait = 4.0, 2.0, 0.5
+    on = predict_stage(st, surf, "refined", REFINEMENTS)
+    assert on.k == 2.0
+    assert on.write_s == pytest.approx(2 / (10 * math.sqrt(2)) * 0.8 / 0.5)
+    assert "I/O concurrency 2 from the trace's overlap of I/O intervals less their CPU wait (4 slots)" in on.notes
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)   # off by default
+    assert predict_stage(st, surf, "refined", set(REFINEMENTS) - {"wait_ratio"}).write_s == pytest.approx(4 / 20)
+    st.io_concurrency_served = None                       # a model without clocks: the overlap as traced
+    assert predict_stage(st, surf, "refined", REFINEMENTS).k == 4.0
 
 
 def test_wait_share_interpolates_the_points_op_clocks():
