@@ -303,19 +303,21 @@ def test_the_report_shows_the_traced_conditions_of_each_stage(tmp_path):
     their own; a column no stage has is left out."""
     doc = _montage_doc()
     for st in doc["stages"]:
-        for f in ("machine_busy", "io_concurrency", "cpu_load", "compute_per_call_us", "idle_before_ms", "cpu_wait"):
+        for f in ("machine_busy", "io_concurrency", "io_concurrency_served", "cpu_load", "compute_per_call_us",
+                  "idle_before_ms", "cpu_wait"):
             st.pop(f, None)
-    doc["stages"][0].update(machine_busy=0.53, io_concurrency=1.5)
+    doc["stages"][0].update(machine_busy=0.53, io_concurrency=1.5, io_concurrency_served=1.25)
     doc["stages"][1].update(cpu_wait=0.125)
     out = tmp_path / "rep"
     r = predict(_write(tmp_path / "wf.yaml", doc), "--out", out, "--bootstrap", "0")
     assert r.returncode == 0, r.stderr
     page = (out / "report.html").read_text()
     table = page.split("<h2>Traced conditions per stage (workflow model)</h2>")[1].split("</table>")[0]
-    assert ("<th>tasks in I/O at once</th><th>machine&#x27;s CPUs busy</th><th>processes&#x27; time waiting for a "
-            "CPU</th></tr>") in table and "computing" not in table
-    assert f"<tr><td class=l>{doc['stages'][0]['name']}</td><td>1.5</td><td>53 %</td><td>–</td></tr>" in table
-    assert f"<tr><td class=l>{doc['stages'][1]['name']}</td><td>–</td><td>–</td><td>12 %</td></tr>" in table
+    assert ("<th>tasks in I/O at once</th><th>the same, less their wait for a CPU</th><th>machine&#x27;s CPUs "
+            "busy</th><th>processes&#x27; time waiting for a CPU</th></tr>") in table and "computing" not in table
+    assert f"<tr><td class=l>{doc['stages'][0]['name']}</td><td>1.5</td><td>1.25</td><td>53 %</td><td>–</td></tr>" \
+        in table
+    assert f"<tr><td class=l>{doc['stages'][1]['name']}</td><td>–</td><td>–</td><td>–</td><td>12 %</td></tr>" in table
 
 
 def test_the_report_shows_the_envelopes_wait_for_a_cpu(tmp_path):
