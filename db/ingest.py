@@ -36,7 +36,8 @@ FA_COLS = ("process_id", "fid", "file_id", "flags") + lf.COUNTERS + \
 PROC_COLS = ("id", "run_id", "host_id", "pid", "ppid", "uid", "origin", "start_ns", "end_ns", "exit_status",
              "ended_by", "signal", "parent_start_ns", "exe", "argv", "cwd", "task", "stage", "run_label",
              "gfarm_mounts", "ops_traced", "ops_dropped", "files_dropped", "munmaps", "trace_ops", "shim_version",
-             "log_path", "log_complete", "log_error") + tuple(c for c, _ in store.CPU_CLOCK_COLS + store.SCHED_COLS)
+             "log_path", "log_complete", "log_error") + tuple(c for c, _ in store.CPU_CLOCK_COLS + store.SCHED_COLS +
+                                                               store.CALL_WAIT_COLS)
 BATCH = 4000            # logs per executemany batch
 GFWHERE_BATCH = 400     # paths per gfwhere call
 MAX_LOG_BYTES = 1 << 30  # a larger "log" is refused unread (the shim's default op trace cap gives <= 192 MiB)
@@ -67,6 +68,18 @@ def sched(text) -> tuple:
     if not (0 <= c0 <= c1 < 1 << 63 and 0 <= w0 <= w1 < 1 << 63 and 0 <= n0 <= n1 < 1 << 63):
         return (None,) * 3
     return (c1 - c0) / 1e9, (w1 - w0) / 1e9, n1 - n0
+
+
+def call_wait(text) -> tuple:
+    """The shim's cpu_wait string "<waiting ns> <calls>" (MTCPROF_CPU_WAIT=1: the traced calls' wait for a CPU) as
+    (io_cpu_wait_s, io_cpu_wait_calls); both None when absent or malformed."""
+    try:
+        ns, calls = map(int, text.split())
+    except (AttributeError, ValueError, TypeError):
+        return None, None
+    if not (0 <= ns < 1 << 63 and 0 <= calls < 1 << 63):
+        return None, None
+    return ns / 1e9, calls
 
 
 class IngestError(RuntimeError):
@@ -209,7 +222,8 @@ class _RunWriter:
             json.dumps(p.get("argv", [])), db_text(p.get("cwd")), db_text(p.get("task")), db_text(p.get("stage")),
             db_text(p.get("run")), json.dumps(mounts), p["ops_traced"], p["ops_dropped"], p["files_dropped"],
             p["munmaps"], int(p["trace_ops"]), db_text(p.get("shim_version")), db_text(path), int(rec.complete),
-            db_text(rec.error), *cpu_clock(p.get("cpu_clock")), *sched(p.get("sched"))))
+            db_text(rec.error), *cpu_clock(p.get("cpu_clock")), *sched(p.get("sched")),
+            *call_wait(p.get("cpu_wait"))))
         if p["files_dropped"] or p["ops_dropped"]:
             d = self.dropped
             d[0] += 1

@@ -29,7 +29,7 @@ FILE2_HEAD = 32          # v2 and v3 FILE record: fixed part before the values
 
 STR_KEYS = {1: "host", 2: "run", 3: "task", 4: "stage", 5: "exe", 6: "argv", 7: "cwd", 8: "gfarm_mounts",
             9: "log_dir", 10: "include", 11: "exclude", 12: "shim_version", 13: "argv_truncated", 14: "cpu_clock",
-            15: "sched"}
+            15: "sched", 16: "cpu_wait"}
 ENDED_BY = {0: "unknown", 1: "main_return", 2: "exit", 3: "_exit", 4: "exec", 5: "signal", 6: "destructor"}
 ORIGIN = {0: "exec", 1: "fork"}
 

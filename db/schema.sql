@@ -115,6 +115,9 @@ CREATE TABLE IF NOT EXISTS processes (
     -- run without one (a blocking call's measured time holds the wait after its wake-up), times put on a CPU (NULL
     -- from logs without it); last: added by ALTER
     sched_cpu_s     REAL, sched_wait_s REAL, sched_slices INTEGER,
+    -- with MTCPROF_CPU_WAIT=1: the traced calls' wait for a CPU (the thread's run-queue wait read around each call)
+    -- in seconds, and how many calls were timed so (NULL without it); last: added by ALTER
+    io_cpu_wait_s   REAL, io_cpu_wait_calls INTEGER,
     UNIQUE (run_id, host_id, pid, start_ns)
 );
 CREATE INDEX IF NOT EXISTS processes_task ON processes (task_id);

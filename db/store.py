@@ -18,7 +18,7 @@ import time
 from importlib import resources
 from typing import Any, Callable, Iterable
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700     # traces reveal users' paths and argv: new dbs and outputs are private
 
 
@@ -147,7 +147,16 @@ def _v5_to_v6(conn: sqlite3.Connection) -> None:
     _add_columns(conn, "processes", SCHED_COLS)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6]
+CALL_WAIT_COLS = (("io_cpu_wait_s", "REAL"), ("io_cpu_wait_calls", "INTEGER"))
+
+
+def _v6_to_v7(conn: sqlite3.Connection) -> None:
+    """Version 7 adds the processes' timed calls' wait for a CPU (the shim's cpu_wait string), NULL before."""
+    _add_columns(conn, "processes", CALL_WAIT_COLS)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6,
+                                                          _v6_to_v7]
 assert len(MIGRATIONS) == SCHEMA_VERSION - 1
 
 

@@ -38,6 +38,9 @@ uint64_t g_ofd_free;           /* Treiber stack head: tag << 32 | index */
 uint32_t g_ofd_bump = 1;
 
 int g_trace;
+int g_cpu_wait;
+uint64_t g_cw_ns, g_cw_calls;
+TLS uint64_t t_cw0, t_cw;
 struct mtc_op_rec *g_ops;
 uint64_t g_nops, g_ops_max;
 uint64_t g_munmaps;
@@ -187,6 +190,25 @@ size_t read_line(const char *path, char *buf, size_t cap)
     while (n > 0 && l < (size_t)n && buf[l] != '\n') l++;
     return n > 0 && l < (size_t)n ? l : 0;     /* a line cut by cap is not one */
 }
+/* The calling thread's run-queue wait in ns (the second field of /proc/thread-self/schedstat), ~0 when unreadable.
+ * Raw syscalls, errno kept: it runs between a wrapped call's return and the wrapper's SAVE_ERRNO. */
+uint64_t thread_wait_ns(void)
+{
+    int e = errno;
+    char b[96];
+    uint64_t w = ~0ull;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        long n = syscall(SYS_read, fd, b, sizeof b - 1);
+        syscall(SYS_close, fd);
+        long i = 0;
+        while (i < n && b[i] != ' ') i++;                          /* past the on-CPU ns */
+        if (++i < n && b[i] >= '0' && b[i] <= '9')
+            for (w = 0; i < n && b[i] >= '0' && b[i] <= '9'; i++) w = w * 10 + (uint64_t)(b[i] - '0');
+    }
+    errno = e;
+    return w;
+}
 static void time_base(void)
 {
     g_uptime0_len = read_line("/proc/uptime", g_uptime0, sizeof g_uptime0);
@@ -237,6 +259,7 @@ static void atfork_child(void)
     g_parent_start_ns = g_real0;
     g_origin = 1;
     g_pid = (pid_t)syscall(SYS_getpid);
+    g_cw_ns = g_cw_calls = 0;
     time_base();
     /* fresh record set: keep paths and the fd table (fds are inherited), zero every counter */
     uint32_t n = g_nfrec > FREC_MAX ? FREC_MAX : g_nfrec;
@@ -408,6 +431,7 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
         }
         g_trace = g_ops != NULL;
     }
+    g_cpu_wait = !strcmp(env_or("MTCPROF_CPU_WAIT", ""), "1");
     time_base();
     install_signals();
     pthread_atfork(NULL, NULL, atfork_child);

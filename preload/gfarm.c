@@ -78,9 +78,9 @@ EXPORT gfarm_error_t gfs_pio_open(const char *url, int fl, GFS_File *gp)
 {
     RESOLVE(gfs_pio_open);
     if (!g_on) return real_gfs_pio_open(url, fl, gp);
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     gfarm_error_t e = real_gfs_pio_open(url, fl, gp);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     SAVE_ERRNO;
     if (e == GFARM_ERR_NO_ERROR && gp && *gp) gf_reg(*gp, url, 0, t0, t1);
     RESTORE_ERRNO;
@@ -90,9 +90,9 @@ EXPORT gfarm_error_t gfs_pio_create(const char *url, int fl, gfarm_mode_t m, GFS
 {
     RESOLVE(gfs_pio_create);
     if (!g_on) return real_gfs_pio_create(url, fl, m, gp);
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     gfarm_error_t e = real_gfs_pio_create(url, fl, m, gp);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     SAVE_ERRNO;
     if (e == GFARM_ERR_NO_ERROR && gp && *gp) gf_reg(*gp, url, 1, t0, t1);
     RESTORE_ERRNO;
@@ -103,9 +103,9 @@ EXPORT gfarm_error_t gfs_pio_close(GFS_File g)
     RESOLVE(gfs_pio_close);
     struct ofd *o;
     if (!g_on || !(o = gf_take(g))) return real_gfs_pio_close(g);
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     gfarm_error_t e = real_gfs_pio_close(g);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     SAVE_ERRNO;
     rec_close(o, t0, t1, OF_GFARM);
     RESTORE_ERRNO;
@@ -114,9 +114,9 @@ EXPORT gfarm_error_t gfs_pio_close(GFS_File g)
 #define GF_IO(CALL, WR, OFF, FL)                                                                               \
     struct ofd *o;                                                                                             \
     if (!g_on || !(o = gf_get(g))) return CALL;                                                                \
-    uint64_t t0 = NOW();                                                                                       \
+    uint64_t t0 = CALL_START();                                                                                \
     gfarm_error_t e = CALL;                                                                                    \
-    uint64_t t1 = NOW();                                                                                       \
+    uint64_t t1 = CALL_END();                                                                                  \
     SAVE_ERRNO;                                                                                                \
     int64_t nb = e == GFARM_ERR_NO_ERROR && np ? *np : -1;                                                     \
     rec_io(o->f, WR, nb < 0 ? -1 : (OFF), nb, t0, t1, FL, e);                                                  \

@@ -406,6 +406,18 @@ static void sched_clock(void)
     if (g_sched0_len) wb_then_now(S_SCHED, b, 0, g_sched0, g_sched0_len, "/proc/self/schedstat");
 }
 
+/* STR cpu_wait "<waiting ns> <calls>" (MTCPROF_CPU_WAIT=1): the timed calls' wait for a CPU, summed over the calls
+ * whose time a file's counters took, and how many (FORMAT.md) */
+static void cpu_wait_sum(void)
+{
+    char b[48], *p;
+    if (!g_cpu_wait) return;
+    p = u64_str(b, g_cw_ns);
+    *p++ = ' ';
+    p = u64_str(p, g_cw_calls);
+    wb_str(S_CPU_WAIT, b, (size_t)(p - b));
+}
+
 /* Write the log; returns 0 on success.  Only one writer ever runs (g_flushing). */
 int write_log(uint32_t ended_by)
 {
@@ -495,6 +507,7 @@ int write_log(uint32_t ended_by)
     wb_str(S_SHIM_VERSION, SHIM_VERSION, sizeof SHIM_VERSION - 1);
     cpu_clock();
     sched_clock();
+    cpu_wait_sum();
     if (g_mounts_given) {
         for (const char *m = g_mounts_raw; *m;) {
             const char *e = strchr(m, ':');

@@ -86,7 +86,7 @@ static int is_creat(int flags) { return (flags & O_CREAT) && (flags & O_TMPFILE)
 #define OPEN_BODY(CALL_ORIG, CALL_EXCL, DIRFD, PATH, FLAGS)                                                    \
     if (!g_on) return CALL_ORIG;                                                                               \
     int created = 0, fd, errno0_ = errno;                                                                      \
-    uint64_t t0 = NOW();                                                                                       \
+    uint64_t t0 = CALL_START();                                                                                \
     if (is_creat(FLAGS) && !((FLAGS) & O_EXCL)) {                                                              \
         fd = CALL_EXCL;                                                                                        \
         if (fd >= 0) created = 1;                                                                              \
@@ -95,7 +95,7 @@ static int is_creat(int flags) { return (flags & O_CREAT) && (flags & O_TMPFILE)
         fd = CALL_ORIG;                                                                                        \
         created = fd >= 0 && is_creat(FLAGS);                                                                  \
     }                                                                                                          \
-    uint64_t t1 = NOW();                                                                                       \
+    uint64_t t1 = CALL_END();                                                                                  \
     SAVE_ERRNO;                                                                                                \
     if (fd >= 0) reg_open(fd, DIRFD, PATH, FLAGS, created, t0, t1, FF_POSIX);                                  \
     else rec_open_failed(DIRFD, PATH, t0, t1, saved_errno_);                                                   \
@@ -161,9 +161,9 @@ EXPORT int creat64(const char *p, mode_t m)
     {                                                                                                          \
         RESOLVE(name);                                                                                         \
         if (!g_on) return real_##name call;                                                                    \
-        uint64_t t0 = NOW();                                                                                   \
+        uint64_t t0 = CALL_START();                                                                            \
         int fd = real_##name call;                                                                             \
-        uint64_t t1 = NOW();                                                                                   \
+        uint64_t t1 = CALL_END();                                                                              \
         if (fd >= 0) { SAVE_ERRNO; reg_open(fd, AT_FDCWD, t, O_CREAT, 1, t0, t1, FF_POSIX); RESTORE_ERRNO; } \
         return fd;                                                                                             \
     }
@@ -178,9 +178,9 @@ EXPORT int close(int fd)
     RESOLVE(close);
     struct ofd *o;
     if (!g_on || !(o = fd_take(fd))) return real_close(fd);
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     int r = real_close(fd);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     SAVE_ERRNO;
     if (r == 0 || saved_errno_ != EBADF) rec_close(o, t0, t1, 0);
     else ofd_put(o);
@@ -235,9 +235,9 @@ EXPORT int dup(int fd)
 {
     RESOLVE(dup);
     if (!g_on) return real_dup(fd);
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     int r = real_dup(fd);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     if (r >= 0) { SAVE_ERRNO; rec_dup(fd, r, t0, t1); RESTORE_ERRNO; }
     return r;
 }
@@ -245,9 +245,9 @@ EXPORT int dup2(int fd, int nfd)
 {
     RESOLVE(dup2);
     if (!g_on) return real_dup2(fd, nfd);
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     int r = real_dup2(fd, nfd);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     if (r >= 0) { SAVE_ERRNO; rec_dup(fd, r, t0, t1); RESTORE_ERRNO; }
     return r;
 }
@@ -255,9 +255,9 @@ EXPORT int dup3(int fd, int nfd, int fl)
 {
     RESOLVE(dup3);
     if (!g_on) return real_dup3(fd, nfd, fl);
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     int r = real_dup3(fd, nfd, fl);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     if (r >= 0) { SAVE_ERRNO; rec_dup(fd, r, t0, t1); RESTORE_ERRNO; }
     return r;
 }
@@ -271,9 +271,9 @@ EXPORT int dup3(int fd, int nfd, int fl)
         va_end(ap);                                                                                            \
         RESOLVE(name);                                                                                         \
         if (!g_on || (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)) return real_##name(fd, cmd, arg);            \
-        uint64_t t0 = NOW();                                                                                   \
+        uint64_t t0 = CALL_START();                                                                            \
         int r = real_##name(fd, cmd, arg);                                                                     \
-        uint64_t t1 = NOW();                                                                                   \
+        uint64_t t1 = CALL_END();                                                                              \
         if (r >= 0) { SAVE_ERRNO; rec_dup(fd, r, t0, t1); RESTORE_ERRNO; }                                    \
         return r;                                                                                              \
     }
@@ -286,9 +286,9 @@ FCNTL_WRAP(fcntl64)
 #define IO_BODY(TYPE, FD, WR, CALL, OFFSET_EXPR, FL)                                                           \
     struct ofd *o;                                                                                             \
     if (!g_on || !(o = fd_ofd(FD))) return CALL;                                                               \
-    uint64_t t0 = NOW();                                                                                       \
+    uint64_t t0 = CALL_START();                                                                                \
     TYPE r = CALL;                                                                                             \
-    uint64_t t1 = NOW();                                                                                       \
+    uint64_t t1 = CALL_END();                                                                                  \
     SAVE_ERRNO;                                                                                                \
     rec_io(o->f, WR, (r >= 0 ? (OFFSET_EXPR) : -1), (int64_t)r, t0, t1, FL, saved_errno_);                      \
     RESTORE_ERRNO;                                                                                             \
@@ -350,9 +350,9 @@ EXPORT ssize_t copy_file_range(int in, off64_t *pin, int out, off64_t *pout, siz
 {
     RESOLVE(copy_file_range);
     if (!g_on || (!fd_ofd(in) && !fd_ofd(out))) return real_copy_file_range(in, pin, out, pout, n, fl);
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     ssize_t r = real_copy_file_range(in, pin, out, pout, n, fl);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     SAVE_ERRNO;
     rec_copy(in, out, (int64_t *)pin, (int64_t *)pout, r, t0, t1, saved_errno_);
     RESTORE_ERRNO;
@@ -364,9 +364,9 @@ EXPORT ssize_t copy_file_range(int in, off64_t *pin, int out, off64_t *pout, siz
     {                                                                                                          \
         RESOLVE(name);                                                                                         \
         if (!g_on || (!fd_ofd(in) && !fd_ofd(out))) return real_##name(out, in, off, n);                       \
-        uint64_t t0 = NOW();                                                                                   \
+        uint64_t t0 = CALL_START();                                                                            \
         ssize_t r = real_##name(out, in, off, n);                                                              \
-        uint64_t t1 = NOW();                                                                                   \
+        uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
         rec_copy(in, out, (int64_t *)off, NULL, r, t0, t1, saved_errno_);                                      \
         RESTORE_ERRNO;                                                                                         \
@@ -383,9 +383,9 @@ SENDFILE_WRAP(sendfile64, off64_t)
         RESOLVE(name);                                                                                         \
         struct ofd *o;                                                                                         \
         if (!g_on || !(o = fd_ofd(fd))) return real_##name(fd, off, wh);                                       \
-        uint64_t t0 = NOW();                                                                                   \
+        uint64_t t0 = CALL_START();                                                                            \
         OFFT r = real_##name(fd, off, wh);                                                                     \
-        uint64_t t1 = NOW();                                                                                   \
+        uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
         if (r >= 0) {                                                                                          \
             __atomic_store_n(&o->pos, (int64_t)r, __ATOMIC_RELAXED);                                           \
@@ -393,7 +393,7 @@ SENDFILE_WRAP(sendfile64, off64_t)
             if (wh == SEEK_END || wh == SEEK_DATA || wh == SEEK_HOLE)                                          \
                 CADD(o->f, C_SEEKS_END, 1);                                                                 \
         } else CADD(o->f, C_ERRORS, 1);                                                                     \
-        CADD(o->f, C_T_META, t1 - t0);  /* on FUSE a SEEK_END asks the daemon for the size */              \
+        TADD(o->f, C_T_META, t1 - t0);  /* on FUSE a SEEK_END asks the daemon for the size */              \
         if (UNLIKELY(g_trace)) trace(OP_SEEK, 0, o->f, r, 0, t0, t1, r < 0 ? saved_errno_ : 0);                \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
@@ -409,9 +409,9 @@ SEEK_WRAP(lseek64, off64_t)
         RESOLVE(name);                                                                                         \
         struct ofd *o;                                                                                         \
         if (!g_on || !(o = fd_ofd(fd))) return real_##name call;                                               \
-        uint64_t t0 = NOW();                                                                                   \
+        uint64_t t0 = CALL_START();                                                                            \
         int r = real_##name call;                                                                              \
-        uint64_t t1 = NOW();                                                                                   \
+        uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
         rec_meta(o->f, COUNTER, OP, t0, t1, r != 0, saved_errno_, -1);                                         \
         RESTORE_ERRNO;                                                                                         \
@@ -431,9 +431,9 @@ FDMETA_WRAP(fstat64, (int fd, struct stat64 *s), (fd, s), C_STATS, OP_STAT)
     {                                                                                                          \
         RESOLVE(name);                                                                                         \
         if (!g_on) return real_##name call;                                                                    \
-        uint64_t t0 = NOW();                                                                                   \
+        uint64_t t0 = CALL_START();                                                                            \
         int r = real_##name call;                                                                              \
-        uint64_t t1 = NOW();                                                                                   \
+        uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
         struct frec *f = RECORD;                                                                               \
         if (f) rec_meta(f, COUNTER, OP, t0, t1, r != 0, saved_errno_, -1);                                     \
@@ -477,9 +477,9 @@ ATSTAT_WRAP(statx, (int d, const char *p, int fl, unsigned m, struct statx *s), 
             real_##name = (int(*) proto)p_;                                                                    \
         }                                                                                                      \
         if (!g_on) return real_##name call;                                                                    \
-        uint64_t t0 = NOW();                                                                                   \
+        uint64_t t0 = CALL_START();                                                                            \
         int r = real_##name call;                                                                              \
-        uint64_t t1 = NOW();                                                                                   \
+        uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
         struct frec *f = frec_at_or_fd(DIRFD, PATH, FLAGS);                                                    \
         if (f) rec_meta(f, C_STATS, OP_STAT, t0, t1, r != 0, saved_errno_, -1);                                \
@@ -500,9 +500,9 @@ EXPORT int unlinkat(int d, const char *p, int fl)
 {
     RESOLVE(unlinkat);
     if (!g_on) return real_unlinkat(d, p, fl);
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     int r = real_unlinkat(d, p, fl);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     SAVE_ERRNO;
     struct frec *f = frec_at(d, p, 0);
     if (f) rec_meta(f, fl & AT_REMOVEDIR ? C_RMDIRS : C_UNLINKS, fl & AT_REMOVEDIR ? OP_RMDIR : OP_UNLINK, t0, t1, r != 0, saved_errno_, -1);
@@ -514,9 +514,9 @@ EXPORT int remove(const char *p)
 {
     RESOLVE(remove);
     if (!g_on) return real_remove(p);
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     int r = real_remove(p);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     SAVE_ERRNO;
     struct frec *f = frec_at(AT_FDCWD, p, 0);
     if (f) rec_meta(f, C_UNLINKS, OP_UNLINK, t0, t1, r != 0, saved_errno_, -1);
@@ -535,7 +535,7 @@ EXPORT int rename(const char *a, const char *b)
 {
     RESOLVE(rename);
     if (!g_on) return real_rename(a, b);
-    uint64_t t0 = NOW(); int r = real_rename(a, b); uint64_t t1 = NOW();
+    uint64_t t0 = CALL_START(); int r = real_rename(a, b); uint64_t t1 = CALL_END();
     SAVE_ERRNO; rec_rename(AT_FDCWD, a, AT_FDCWD, b, r, t0, t1, saved_errno_); RESTORE_ERRNO;
     return r;
 }
@@ -543,7 +543,7 @@ EXPORT int renameat(int da, const char *a, int db, const char *b)
 {
     RESOLVE(renameat);
     if (!g_on) return real_renameat(da, a, db, b);
-    uint64_t t0 = NOW(); int r = real_renameat(da, a, db, b); uint64_t t1 = NOW();
+    uint64_t t0 = CALL_START(); int r = real_renameat(da, a, db, b); uint64_t t1 = CALL_END();
     SAVE_ERRNO; rec_rename(da, a, db, b, r, t0, t1, saved_errno_); RESTORE_ERRNO;
     return r;
 }
@@ -551,7 +551,7 @@ EXPORT int renameat2(int da, const char *a, int db, const char *b, unsigned fl)
 {
     RESOLVE(renameat2);
     if (!g_on) return real_renameat2(da, a, db, b, fl);
-    uint64_t t0 = NOW(); int r = real_renameat2(da, a, db, b, fl); uint64_t t1 = NOW();
+    uint64_t t0 = CALL_START(); int r = real_renameat2(da, a, db, b, fl); uint64_t t1 = CALL_END();
     SAVE_ERRNO; rec_rename(da, a, db, b, r, t0, t1, saved_errno_); RESTORE_ERRNO;
     return r;
 }
@@ -648,9 +648,9 @@ SETID_WRAP(setresgid, (gid_t r, gid_t e, gid_t s), (r, e, s))
         RESOLVE(name);                                                                                         \
         struct ofd *o;                                                                                         \
         if (!g_on || (fl & MAP_ANONYMOUS) || !(o = fd_ofd(fd))) return real_##name(a, l, pr, fl, fd, off);     \
-        uint64_t t0 = NOW();                                                                                   \
+        uint64_t t0 = CALL_START();                                                                            \
         void *r = real_##name(a, l, pr, fl, fd, off);                                                          \
-        uint64_t t1 = NOW();                                                                                   \
+        uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
         if (r != MAP_FAILED) { CADD(o->f, C_MMAPS, 1); CADD(o->f, C_MMAP_BYTES, l); }                    \
         else CADD(o->f, C_ERRORS, 1);                                                                       \

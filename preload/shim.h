@@ -11,7 +11,7 @@
  * Shape of every wrapper (Darshan-like):
  *     RESOLVE(name);                         real symbol, dlsym(RTLD_NEXT) once
  *     if (!g_on || <fd not tracked>) return real(...);     pass-through
- *     t0 = NOW(); ret = real(...); t1 = NOW();  SAVE_ERRNO; record(...); RESTORE_ERRNO; return ret;
+ *     t0 = CALL_START(); ret = real(...); t1 = CALL_END();  SAVE_ERRNO; record(...); RESTORE_ERRNO; return ret;
  * Hot path (read/write family on a tracked fd): one table load fd -> ofd -> file record, two rdtsc, plain adds
  * while the process is single threaded (__libc_single_threaded) and relaxed atomics otherwise.  No heap, no lock.
  * The shim's own I/O (log writing, /proc reads) uses raw syscalls, never the wrapped entry points.
@@ -53,7 +53,7 @@
 /* the counter helpers below fold to a few instructions once their counter is a constant: always inlined (left to
  * itself GCC calls rec_rw and CADD out of line, ~20 instructions per counter instead of ~3) */
 #define HOT static inline __attribute__((always_inline))
-#define SHIM_VERSION "mtcprof-shim 1.2 (log format 3)"
+#define SHIM_VERSION "mtcprof-shim 1.3 (log format 3)"
 
 #pragma GCC visibility push(hidden)
 
@@ -148,6 +148,10 @@ extern struct ofd *g_ofds;
 extern uint64_t g_ofd_free;
 extern uint32_t g_ofd_bump;
 extern int g_trace;
+extern int g_cpu_wait;                 /* MTCPROF_CPU_WAIT=1: each timed call's wait for a CPU (CALL_START/CALL_END) */
+extern uint64_t g_cw_ns, g_cw_calls;   /* that wait summed over the calls whose time a file's counters took */
+extern TLS uint64_t t_cw0, t_cw;       /* the thread's run-queue wait at its call's start; the call's wait */
+uint64_t thread_wait_ns(void);
 extern struct mtc_op_rec *g_ops;
 extern uint64_t g_nops, g_ops_max;
 extern uint64_t g_munmaps;
@@ -207,6 +211,22 @@ static inline uint64_t NOW(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 #endif
+}
+/* A wrapped call's clock: NOW() at its start and end.  With MTCPROF_CPU_WAIT=1 the thread's run-queue wait is read
+ * outside them too (/proc/thread-self/schedstat, ~3 us a read): what the call spent ready to run without a CPU. */
+static inline uint64_t CALL_START(void)
+{
+    if (UNLIKELY(g_cpu_wait)) { t_cw0 = thread_wait_ns(); t_cw = 0; }
+    return NOW();
+}
+static inline uint64_t CALL_END(void)
+{
+    uint64_t t = NOW();
+    if (UNLIKELY(g_cpu_wait)) {
+        uint64_t w = thread_wait_ns();
+        t_cw = w != ~0ull && t_cw0 != ~0ull && w >= t_cw0 ? w - t_cw0 : 0;
+    }
+    return t;
 }
 static inline uint64_t clock_ns(clockid_t c)
 {
@@ -299,6 +319,17 @@ HOT void CADD(struct frec *f, int c, uint64_t v)
     }
     if (UNLIKELY(carry)) cold_add(f, COLD_WORD(c_hi, k), carry << 32);
 }
+/* a timed call's duration into one of a file's time counters (C_T_*), and with MTCPROF_CPU_WAIT its wait for a CPU
+ * into the process's sum: only calls whose time a file takes count, as in the traced I/O time ingest sums */
+HOT void TADD(struct frec *f, int c, uint64_t dt)
+{
+    CADD(f, c, dt);
+    if (UNLIKELY(g_cpu_wait)) {
+        __atomic_fetch_add(&g_cw_ns, t_cw, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&g_cw_calls, 1, __ATOMIC_RELAXED);
+        t_cw = 0;
+    }
+}
 /* address of a 64-bit counter (max_offset, first_open, last_close) */
 HOT uint64_t *WCTR(struct frec *f, int c) { return &f->w[g_cmap[c] - WIDE]; }
 /* one more call in size bin b (8-bit count; a wrap adds 256 to the cold high part) */
@@ -325,11 +356,11 @@ HOT void rec_rw(struct frec *f, int wr, int64_t off, int64_t n, uint64_t t0, uin
 {
     if (UNLIKELY(n < 0)) {
         CADD(f, C_ERRORS, 1);
-        CADD(f, wr ? C_T_WRITE : C_T_READ, t1 - t0);
+        TADD(f, wr ? C_T_WRITE : C_T_READ, t1 - t0);
     } else {
         CADD(f, wr ? C_WRITES : C_READS, 1);
         CADD(f, wr ? C_BYTES_WRITTEN : C_BYTES_READ, (uint64_t)n);
-        CADD(f, wr ? C_T_WRITE : C_T_READ, t1 - t0);
+        TADD(f, wr ? C_T_WRITE : C_T_READ, t1 - t0);
         BIN_INC(f, wr, size_bin((uint64_t)n));
         if (off >= 0) {
             uint64_t end = (uint64_t)off + (uint64_t)n;
@@ -352,7 +383,7 @@ HOT void rec_meta(struct frec *f, int counter, uint16_t op, uint64_t t0, uint64_
 {
     if (failed) CADD(f, C_ERRORS, 1);
     else CADD(f, counter, 1);
-    CADD(f, C_T_META, t1 - t0);
+    TADD(f, C_T_META, t1 - t0);
     if (UNLIKELY(g_trace)) trace(op, 0, f, off, failed ? -1 : 0, t0, t1, failed ? err : 0);
 }
 

@@ -12,9 +12,9 @@ HOT void rec_stdio(struct ofd *o, int wr, int64_t bytes, uint64_t t0, uint64_t t
 #define STDIO_BODY(TYPE, FP, WR, CALL, BYTES_EXPR)                                                             \
     struct ofd *o;                                                                                             \
     if (!g_on || !(o = fp_ofd(FP))) return CALL;                                                               \
-    uint64_t t0 = NOW();                                                                                       \
+    uint64_t t0 = CALL_START();                                                                                \
     TYPE r = CALL;                                                                                             \
-    uint64_t t1 = NOW();                                                                                       \
+    uint64_t t1 = CALL_END();                                                                                  \
     SAVE_ERRNO;                                                                                                \
     rec_stdio(o, WR, (int64_t)(BYTES_EXPR), t0, t1, saved_errno_);                                             \
     RESTORE_ERRNO;                                                                                             \
@@ -32,7 +32,7 @@ static FILE *fopen_common(FILE *(*fn)(const char *, const char *), const char *p
 {
     int fl = mode_oflags(m);
     int created = 0;
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     FILE *fp;
     size_t ml = s_len(m);
     if ((fl & O_CREAT) && !(fl & O_EXCL) && ml < 30) {
@@ -50,7 +50,7 @@ static FILE *fopen_common(FILE *(*fn)(const char *, const char *), const char *p
         fp = fn(p, m);
         created = fp && (fl & O_CREAT);
     }
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     SAVE_ERRNO;
     if (fp) reg_open(fp->_fileno, AT_FDCWD, p, fl, created, t0, t1, FF_STDIO);
     else rec_open_failed(AT_FDCWD, p, t0, t1, saved_errno_);
@@ -74,9 +74,9 @@ static FILE *freopen_common(FILE *(*fn)(const char *, const char *, FILE *), con
 {
     int oldfd = fp ? fp->_fileno : -1;
     struct ofd *old = p ? fd_take(oldfd) : NULL;
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     FILE *r = fn(p, m, fp);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     SAVE_ERRNO;
     if (old) rec_close(old, t0, t0, OF_STDIO);
     if (r && p) reg_open(r->_fileno, AT_FDCWD, p, mode_oflags(m), 0, t0, t1, FF_STDIO);
@@ -93,9 +93,9 @@ EXPORT int fclose(FILE *fp)
     RESOLVE(fclose);
     struct ofd *o;
     if (!g_on || !fp || !(o = fd_take(fp->_fileno))) return real_fclose(fp);
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     int r = real_fclose(fp);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     SAVE_ERRNO;
     rec_close(o, t0, t1, OF_STDIO);
     RESTORE_ERRNO;
@@ -183,9 +183,9 @@ static int64_t fp_tell(FILE *fp)
     struct ofd *o;                                                                                             \
     if (!g_on || !(o = fp_ofd(fp))) return CALL;                                                               \
     int64_t p0 = fp_tell(fp);                                                                                  \
-    uint64_t t0 = NOW();                                                                                       \
+    uint64_t t0 = CALL_START();                                                                                \
     int r = CALL;                                                                                              \
-    uint64_t t1 = NOW();                                                                                       \
+    uint64_t t1 = CALL_END();                                                                                  \
     SAVE_ERRNO;                                                                                                \
     int64_t p1 = fp_tell(fp);                                                                                  \
     int64_t nb = p0 >= 0 && p1 >= p0 ? p1 - p0 : 0;                                                            \
@@ -211,7 +211,7 @@ static void rec_fseek(FILE *fp, struct ofd *o, int ok, int wh, uint64_t t0, uint
         CADD(o->f, C_SEEKS, 1);
         if (wh == SEEK_END) CADD(o->f, C_SEEKS_END, 1);
     } else CADD(o->f, C_ERRORS, 1);
-    CADD(o->f, C_T_META, t1 - t0);      /* a seek may flush the stream's buffer or ask for the size */
+    TADD(o->f, C_T_META, t1 - t0);      /* a seek may flush the stream's buffer or ask for the size */
     if (UNLIKELY(g_trace)) trace(OP_SEEK, OF_STDIO, o->f, ok ? o->pos : -1, 0, t0, t1, ok ? 0 : err);
 }
 #define FSEEK_WRAP(name, OFFT)                                                                                 \
@@ -221,9 +221,9 @@ static void rec_fseek(FILE *fp, struct ofd *o, int ok, int wh, uint64_t t0, uint
         RESOLVE(name);                                                                                         \
         struct ofd *o;                                                                                         \
         if (!g_on || !(o = fp_ofd(fp))) return real_##name(fp, off, wh);                                       \
-        uint64_t t0 = NOW();                                                                                   \
+        uint64_t t0 = CALL_START();                                                                            \
         int r = real_##name(fp, off, wh);                                                                      \
-        uint64_t t1 = NOW();                                                                                   \
+        uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
         rec_fseek(fp, o, r == 0, wh, t0, t1, saved_errno_);                                                    \
         RESTORE_ERRNO;                                                                                         \
@@ -238,9 +238,9 @@ EXPORT void rewind(FILE *fp)
     RESOLVE(rewind);
     struct ofd *o;
     if (!g_on || !(o = fp_ofd(fp))) { real_rewind(fp); return; }
-    uint64_t t0 = NOW();
+    uint64_t t0 = CALL_START();
     real_rewind(fp);
-    uint64_t t1 = NOW();
+    uint64_t t1 = CALL_END();
     SAVE_ERRNO;
     rec_fseek(fp, o, 1, SEEK_SET, t0, t1, 0);
     RESTORE_ERRNO;

@@ -359,7 +359,7 @@ void rec_open(struct frec *f, int created, uint64_t t0, uint64_t t1, uint16_t fl
 {
     CADD(f, C_OPENS, 1);
     if (created) CADD(f, C_CREATES, 1);
-    CADD(f, C_T_OPEN, t1 - t0);
+    TADD(f, C_T_OPEN, t1 - t0);
     MINU_NZ(WCTR(f, C_FIRST_OPEN), t0);
     if (UNLIKELY(g_trace)) trace(OP_OPEN, (uint16_t)(fl | (created ? OF_CREATED : 0)), f, -1, 0, t0, t1, 0);
 }
@@ -384,14 +384,14 @@ void rec_open_failed(int dirfd, const char *path, uint64_t t0, uint64_t t1, int 
     struct frec *f = frec_at(dirfd, path, 0);
     if (!f) return;
     CADD(f, C_ERRORS, 1);
-    CADD(f, C_T_OPEN, t1 - t0);
+    TADD(f, C_T_OPEN, t1 - t0);
     if (UNLIKELY(g_trace)) trace(OP_OPEN, 0, f, -1, -1, t0, t1, err);
 }
 void rec_close(struct ofd *o, uint64_t t0, uint64_t t1, uint16_t fl)
 {
     struct frec *f = o->f;
     CADD(f, C_CLOSES, 1);
-    CADD(f, C_T_CLOSE, t1 - t0);
+    TADD(f, C_T_CLOSE, t1 - t0);
     MAXU(WCTR(f, C_LAST_CLOSE), t1);
     if (UNLIKELY(g_trace)) trace(OP_CLOSE, fl, f, -1, 0, t0, t1, 0);
     ofd_put(o);

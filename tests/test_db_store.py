@@ -85,13 +85,13 @@ def _older(tmp_path, version: int, cols, insert: str) -> sqlite3.Connection:
     c.commit()
     c.close()
     conn = store.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 7
     return conn
 
 
 def test_migrate_from_v4_adds_the_cpu_clock(tmp_path):
     """A version-4 db (processes without the CPU clock) gains its five columns, NULL in the rows stored before."""
-    conn = _older(tmp_path, 4, store.CPU_CLOCK_COLS + store.SCHED_COLS,
+    conn = _older(tmp_path, 4, store.CPU_CLOCK_COLS + store.SCHED_COLS + store.CALL_WAIT_COLS,
                   "INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete) VALUES (1, 1, 42, 7, 1)")
     assert [tuple(r) for r in conn.execute("SELECT pid, cpus, uptime_start_s, idle_start_s, uptime_end_s, idle_end_s, "
                                            "sched_cpu_s, sched_wait_s, sched_slices FROM processes")] == [
@@ -101,10 +101,18 @@ def test_migrate_from_v4_adds_the_cpu_clock(tmp_path):
 def test_migrate_from_v5_adds_the_scheduler_clock(tmp_path):
     """A version-5 db (processes without the scheduler clock) gains its three columns, NULL in the rows before,
     and keeps the CPU clock stored there."""
-    conn = _older(tmp_path, 5, store.SCHED_COLS, "INSERT INTO processes (run_id, host_id, pid, start_ns, "
+    conn = _older(tmp_path, 5, store.SCHED_COLS + store.CALL_WAIT_COLS, "INSERT INTO processes (run_id, host_id, pid, start_ns, "
                   "log_complete, cpus) VALUES (1, 1, 42, 7, 1, 2)")
     assert [tuple(r) for r in conn.execute("SELECT pid, cpus, sched_cpu_s, sched_wait_s, sched_slices "
                                            "FROM processes")] == [(42, 2, None, None, None)]
+
+
+def test_migrate_from_v6_adds_the_calls_wait_for_a_cpu(tmp_path):
+    """A version-6 db gains io_cpu_wait_s and io_cpu_wait_calls, NULL in the rows before, its scheduler clock kept."""
+    conn = _older(tmp_path, 6, store.CALL_WAIT_COLS, "INSERT INTO processes (run_id, host_id, pid, start_ns, "
+                  "log_complete, sched_wait_s) VALUES (1, 1, 42, 7, 1, 0.25)")
+    assert [tuple(r) for r in conn.execute("SELECT pid, sched_wait_s, io_cpu_wait_s, io_cpu_wait_calls "
+                                           "FROM processes")] == [(42, 0.25, None, None)]
 
 
 def test_newer_db_refused(tmp_path):

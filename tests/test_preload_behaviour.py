@@ -19,7 +19,7 @@ def _fresh(p):
 
 def test_return_values_and_errno_identical(tmp_path):
     outs = []
-    for mode in ("untraced", "loaded-no-dir", "traced", "traced-ops"):
+    for mode in ("untraced", "loaded-no-dir", "traced", "traced-ops", "traced-cpu-wait"):
         d = _fresh(tmp_path / "d")
         logdir = _fresh(tmp_path / ("logs-" + mode))
         if mode == "untraced":
@@ -28,7 +28,8 @@ def test_return_values_and_errno_identical(tmp_path):
             r = run([prog("errno_check"), d], env_extra={"_loaded_only": True})
             assert "LD_PRELOAD" in env_for(None, _loaded_only=True)
         else:
-            r = run([prog("errno_check"), d], logdir, env_extra={"MTCPROF_TRACE": "ops"} if mode == "traced-ops" else {})
+            extra = {"traced-ops": {"MTCPROF_TRACE": "ops"}, "traced-cpu-wait": {"MTCPROF_CPU_WAIT": "1"}}
+            r = run([prog("errno_check"), d], logdir, env_extra=extra.get(mode, {}))
         assert r.returncode == 0 and r.stderr == b"", r.stderr
         outs.append(r.stdout.decode())
         if mode.startswith("traced"):
@@ -36,10 +37,11 @@ def test_return_values_and_errno_identical(tmp_path):
             assert log.complete
             f = next(x for x in log.files if x["path"] == d + "/f")
             assert f["opens"] == 2 and f["creates"] == 1 and f["bytes_written"] == 10 + 4
+            assert ("cpu_wait" in log.process) == (mode == "traced-cpu-wait")
         else:
             assert os.listdir(logdir) == []
     assert "errno 4242" in outs[0] and "-> -1 errno 2" in outs[0]      # the script exercises both paths
-    assert outs[1] == outs[0] and outs[2] == outs[0] and outs[3] == outs[0]
+    assert outs[1:] == [outs[0]] * 4
 
 
 def _tree(root, n=40):
