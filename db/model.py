@@ -224,6 +224,18 @@ def _io_cpu_wait(procs, ids) -> float | None:
     return round(float(min(1.0, p["sched_wait_s"].sum() / want * awake / io)), 4)
 
 
+def _io_cpu_wait_measured(procs, ids) -> float | None:
+    """Share of the stage's traced I/O time its processes waited for a CPU as the shim timed it around each call
+    (MTCPROF_CPU_WAIT=1: the thread's run-queue wait read before and after the call). None unless every process of
+    the stage with traced I/O has it."""
+    if "io_cpu_wait_s" not in procs:
+        return None
+    p = procs[procs["task_id"].isin(set(ids)) & (procs["io_s"] > 0)]
+    if not len(p) or p["io_cpu_wait_s"].isna().any():
+        return None
+    return round(float(min(1.0, p["io_cpu_wait_s"].sum() / p["io_s"].sum())), 4)
+
+
 def _served_concurrency(windows, io_cpu_wait) -> float | None:
     """The I/O concurrency of the I/O the file system serves: each task's I/O time less its share waiting for a
     CPU (io_cpu_wait), which loads no daemon but lengthens the calls and so their overlap. On 4 testbed hosts
@@ -338,7 +350,7 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                          cpu_load=_round(load.stage([w for w, keep in zip(windows, mine) if keep])),
                          compute_per_call_us=_compute_per_call(t, f), idle_before_ms=_median_of(idle, ids),
                          machine_busy=_machine_busy(procs, ids), cpu_wait=_cpu_wait(procs, ids),
-                         io_cpu_wait=icw))
+                         io_cpu_wait=icw, io_cpu_wait_measured=_io_cpu_wait_measured(procs, ids)))
         if read.bytes_per_task is None:
             read.bytes_per_task = Dist()
         if wr.bytes_per_task is None:

@@ -31,6 +31,7 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
                                        # run-queue wait over process life; an I/O call's time holds the wait after it)
         io_cpu_wait: FLOAT in [0,1]?   # share of the stage's traced I/O time waiting for a CPU (estimated from the
                                        # same clocks: I/O time not asleep x the share of wanted CPU time waited)
+        io_cpu_wait_measured: FLOAT in [0,1]?   # the same as the shim timed it around each call (MTCPROF_CPU_WAIT=1)
         read:                          # 1-to-1 reads (file read by exactly one task of the stage)
           bytes_per_task: {min, mean, max}   # D (mean); bytes actually read per task
           files_per_task: FLOAT
@@ -213,6 +214,7 @@ class Stage:
     machine_busy: float | None = None
     cpu_wait: float | None = None
     io_cpu_wait: float | None = None
+    io_cpu_wait_measured: float | None = None
     measured: Measured = field(default_factory=Measured)
     envelope: StageEnvelope | None = None
 
@@ -242,7 +244,8 @@ class Workflow:
 _REQUIRED = {Stage: ("name", "tasks", "hosts"), Dist: ("min", "mean", "max"), Read: ("bytes_per_task",),
              Write: ("bytes_per_task",), Shared: ("files", "bytes"), Metadata: ()}
 _FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction", "young_fraction", "stats_cached_fraction",
-              "redirected_fraction", "left_open_fraction", "machine_busy", "cpu_wait", "io_cpu_wait"}
+              "redirected_fraction", "left_open_fraction", "machine_busy", "cpu_wait", "io_cpu_wait",
+              "io_cpu_wait_measured"}
 _POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host"}
 
 

@@ -17,10 +17,10 @@ from .surface import BANDWIDTH_OF, SIZELESS, THROUGHPUT_OF, EnvelopeSurface, fmt
 REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "metadata", "small_files", "io_overlap",
                "call_size", "size_spread", "balance", "warm_reads", "first_op", "reopen", "stat_cache", "redirect",
                "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads", "wait_ratio",
-               "later_share", "later_beyond", "first_slots", "alpha_files", "served_overlap")
+               "later_share", "later_beyond", "first_slots", "alpha_files", "served_overlap", "measured_wait")
 # off unless asked (--refine=+NAME): refinements that failed their held-out rule (montage_example/RESULTS.md).
 # later_share on pass V: median 40.5 -> 31.4 %, concatFit +75 -> +46 %, but mOverlaps, mDiff and mViewer farther
-OPT_IN = ("later_share", "later_beyond", "served_overlap")
+OPT_IN = ("later_share", "later_beyond", "served_overlap", "measured_wait")
 DEFAULT = tuple(x for x in REFINEMENTS if x not in OPT_IN)
 VARIANTS = ("faithful", "refined")
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
@@ -451,7 +451,11 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
                          + (" less their CPU wait" if served else "") + f" ({S} slots)")
     load = (stage.cpu_load or 0.0) if "cpu_load" in on else 0.0
     gap = (stage.compute_per_call_us or 0.0) if "call_gap" in on else 0.0
-    wait = min(0.9, stage.io_cpu_wait) if "wait_ratio" in on and stage.io_cpu_wait is not None else None
+    # refinement measured_wait: the run's wait as the shim timed it around each call, where the trace has it
+    w_run = stage.io_cpu_wait
+    if "measured_wait" in on and stage.io_cpu_wait_measured is not None:
+        w_run = stage.io_cpu_wait_measured
+    wait = min(0.9, w_run) if "wait_ratio" in on and w_run is not None else None
     env = _Env(surface, C, clamp_small="small_files" in on, load=load, gap=gap, wait=wait)
     need = _needed(stage)
     alpha = _alpha(stage, notes)

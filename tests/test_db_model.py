@@ -339,11 +339,24 @@ def test_sched_strings(text, want):
     assert ing.sched(text) == want
 
 
+@pytest.mark.parametrize("text,want", [
+    ("250000000 12", (0.25, 12)),
+    ("0 0", (0.0, 0)),
+    (None, (None, None)),
+    ("250000000", (None, None)),                            # a field short
+    ("-1 12", (None, None)),
+    ("250000000 12 7", (None, None)),
+])
+def test_call_wait_strings(text, want):
+    assert ing.call_wait(text) == want
+
+
 def test_cpu_wait_is_the_share_of_process_time_without_a_cpu(tmp_path, capsys):
     """Stage CROWD: three traced processes pinned to one CPU at once, each computing 0.3 s of CPU between reads of
     1 MiB from the page cache (never asleep), so each waits for the other two about 2/3 of its life, inside its
     reads as outside; stage ALONE: one pinned to the other CPU, nothing to wait for. Each process's scheduler
-    clock is the shim's: CPU seconds at least the spin's."""
+    clock is the shim's: CPU seconds at least the spin's; with MTCPROF_CPU_WAIT=1 the shim also times the wait
+    inside each call."""
     import os
     from test_db_ingest import traced
     if os.cpu_count() < 2 or not shutil.which("taskset"):
@@ -356,14 +369,14 @@ def test_cpu_wait_is_the_share_of_process_time_without_a_cpu(tmp_path, capsys):
             "    while time.process_time() < u: pass")
     res = []
     ts = [threading.Thread(target=lambda i=i: res.append(traced(
-        logs, ["taskset", "-c", "0", sys.executable, "-c", spin], f"c{i}", "CROWD", "W", MTCPROF_INCLUDE=str(data))))
-        for i in range(3)]
+        logs, ["taskset", "-c", "0", sys.executable, "-c", spin], f"c{i}", "CROWD", "W", MTCPROF_INCLUDE=str(data),
+        MTCPROF_CPU_WAIT="1"))) for i in range(3)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
     res.append(traced(logs, ["taskset", "-c", "1", sys.executable, "-c", spin], "a", "ALONE", "W",
-                      MTCPROF_INCLUDE=str(data)))
+                      MTCPROF_INCLUDE=str(data), MTCPROF_CPU_WAIT="1"))
     assert [r.returncode for r in res] == [0] * 4, [r.stderr for r in res]
     db = tmp_path / "x.db"
     ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
@@ -377,6 +390,11 @@ def test_cpu_wait_is_the_share_of_process_time_without_a_cpu(tmp_path, capsys):
     assert 0.4 <= w.stage("CROWD").cpu_wait <= 0.8 and 0.4 <= w.stage("CROWD").io_cpu_wait <= 0.8
     assert w.stage("ALONE").cpu_wait < 0.2 and w.stage("ALONE").io_cpu_wait < 0.2
     assert (py["io_s"] > 0).all()
+    # MTCPROF_CPU_WAIT=1: each call on the data file timed (its open and every pread), the wait inside them
+    fa = Store(db).file_access("W")
+    calls = fa[fa["path"] == str(data)].groupby("process_id")[["opens", "reads"]].sum().sum(axis=1)
+    assert (py.set_index("id")["io_cpu_wait_calls"] == calls.reindex(py["id"]).values).all()
+    assert 0.3 <= w.stage("CROWD").io_cpu_wait_measured <= 0.9 and w.stage("ALONE").io_cpu_wait_measured < 0.2
 
 
 def test_young_fraction_is_the_share_read_within_a_second_of_its_write_on_the_host(tmp_path, capsys):

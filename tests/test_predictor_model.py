@@ -283,10 +283,11 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
 
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
-    default = set(REFINEMENTS) - {"later_share", "later_beyond", "served_overlap"}     # the opt-in ones
+    default = set(REFINEMENTS) - {"later_share", "later_beyond", "served_overlap", "measured_wait"}   # opt-in
     assert parse_refine(None) == parse_refine("default") == default
     assert parse_refine("-io_overlap,-metadata") == default - {"io_overlap", "metadata"}
-    assert parse_refine("-metadata,+later_share,+later_beyond,+served_overlap") == set(REFINEMENTS) - {"metadata"}
+    assert parse_refine("-metadata,+later_share,+later_beyond,+served_overlap,+measured_wait") == \
+        set(REFINEMENTS) - {"metadata"}
     assert parse_refine("-wait_ratio") == default - {"wait_ratio"}
     assert parse_refine("slots") == {"slots"}
     with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
@@ -808,6 +809,18 @@ def test_served_overlap_looks_the_envelope_up_at_the_overlap_less_the_cpu_wait()
     assert predict_stage(st, surf, "refined", set(REFINEMENTS) - {"wait_ratio"}).write_s == pytest.approx(4 / 20)
     st.io_concurrency_served = None                       # a model without clocks: the overlap as traced
     assert predict_stage(st, surf, "refined", REFINEMENTS).k == 4.0
+
+
+def test_measured_wait_charges_the_wait_the_shim_timed_around_the_calls():
+    """A run whose calls waited 0.5 of their time for a CPU by the estimate and 0.2 as the shim timed them: with
+    measured_wait each time per op x 0.8 / 0.8 (the envelope's 0.2 in place of the run's), else x 0.8 / 0.5."""
+    surf = EnvelopeSurface().fit(_clocked(sqrt_points(), 0.2))
+    st = write_stage(n=4)
+    st.io_cpu_wait, st.io_cpu_wait_measured = 0.5, 0.2
+    assert predict_stage(st, surf, "refined", REFINEMENTS).write_s == pytest.approx(4 / 20)
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)   # off by default
+    st.io_cpu_wait_measured = None                         # a trace without it: the estimate
+    assert predict_stage(st, surf, "refined", REFINEMENTS).write_s == pytest.approx(4 / 20 * 0.8 / 0.5)
 
 
 def test_wait_share_interpolates_the_points_op_clocks():
