@@ -167,7 +167,8 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
                     run = f"m{k}x{c}r{rep}"
                     probe(run)
                     wall = bench.run_once(bed, src, bed.hosts[:c], run=run, db=db,
-                                          extra_env={"MTCPROF_TRACE": "ops"} if a.trace_ops else None)
+                                          extra_env={**({"MTCPROF_TRACE": "ops"} if a.trace_ops else {}),
+                                                     **({"MTCPROF_CPU_WAIT": "1"} if a.cpu_wait else {})} or None)
                     runs.append({"run": run, "config": f"m{k}x{c}", "tiles": k, "overlaps": len(pairs), "hosts": c,
                                  "wall": wall})
                     print(f"run {run}: wall {wall:.1f} s", flush=True)
@@ -181,6 +182,7 @@ def measure_and_run(a, work, db, tiles, hostcounts, w, h):
         json.dump({"runs": runs, "size": f"{w}x{h}", "envelopes": envelope_names(a, a.loaded, a.apart),
                    "writes_ab": a.writes_ab, "loaded": a.loaded, "apart": a.apart, "kernel_load": a.kernel_load,
                    "poll_idle": a.poll_idle, "many_max": a.many_max, "trace_ops": a.trace_ops,
+                   "cpu_wait": a.cpu_wait,
                    "t_runs": t_runs,
                    "bracket": a.bracket}, f)
     return runs, t_runs
@@ -556,6 +558,9 @@ def main():
     ap.add_argument("--trace-ops", action="store_true",
                     help="trace every I/O call of the runs (MTCPROF_TRACE=ops): each stage's I/O concurrency can then "
                          "be read from the calls themselves")
+    ap.add_argument("--cpu-wait", action="store_true",
+                    help="time each traced call's wait for a CPU in the runs (MTCPROF_CPU_WAIT=1): the models then "
+                         "have io_cpu_wait_measured beside the estimate (refinement measured_wait)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
