@@ -19,7 +19,8 @@ REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "meta
                "cpu_load", "call_gap", "failed_lookups", "seeks_end", "young_reads", "wait_ratio",
                "later_share", "later_beyond", "first_slots", "alpha_files", "served_overlap", "measured_wait")
 # off unless asked (--refine=+NAME): refinements that failed their held-out rule (montage_example/RESULTS.md).
-# later_share on pass V: median 40.5 -> 31.4 %, concatFit +75 -> +46 %, but mOverlaps, mDiff and mViewer farther
+# later_share on pass V: median 40.5 -> 31.4 %, concatFit +75 -> +46 %, but mOverlaps, mDiff and mViewer farther;
+# on pass AK served_overlap 11.6 -> 12.2 %, measured_wait 11.6 -> 13.8 % (the 4-host fan-outs +50..+90 %)
 OPT_IN = ("later_share", "later_beyond", "served_overlap", "measured_wait")
 DEFAULT = tuple(x for x in REFINEMENTS if x not in OPT_IN)
 VARIANTS = ("faithful", "refined")
