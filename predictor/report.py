@@ -279,7 +279,8 @@ def _t(x):
 
 
 CONDITIONS = (("io_concurrency", "tasks in I/O at once"),
-              ("io_concurrency_served", "the same, less their wait for a CPU"), ("cpu_load", "tasks computing beside the I/O, per host"),
+              ("io_concurrency_served", "the same, less their wait for a CPU"),
+              ("cpu_load", "tasks computing beside the I/O, per host"),
               ("compute_per_call_us", "computing per call, us"), ("idle_before_ms", "host's I/O idle before a task, ms"),
               ("machine_busy", "machine's CPUs busy"), ("cpu_wait", "processes' time waiting for a CPU"),
               ("io_cpu_wait", "I/O time waiting for a CPU"))

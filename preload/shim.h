@@ -213,7 +213,7 @@ static inline uint64_t NOW(void)
 #endif
 }
 /* A wrapped call's clock: NOW() at its start and end.  With MTCPROF_CPU_WAIT=1 the thread's run-queue wait is read
- * outside them too (/proc/thread-self/schedstat, ~3 us a call for both): what the call spent ready to run without a CPU. */
+ * outside them too (/proc/thread-self/schedstat, ~3 us a call for both): the call's time ready to run without a CPU. */
 static inline uint64_t CALL_START(void)
 {
     if (UNLIKELY(g_cpu_wait)) { t_cw0 = thread_wait_ns(); t_cw = 0; }

@@ -101,8 +101,8 @@ def test_migrate_from_v4_adds_the_cpu_clock(tmp_path):
 def test_migrate_from_v5_adds_the_scheduler_clock(tmp_path):
     """A version-5 db (processes without the scheduler clock) gains its three columns, NULL in the rows before,
     and keeps the CPU clock stored there."""
-    conn = _older(tmp_path, 5, store.SCHED_COLS + store.CALL_WAIT_COLS, "INSERT INTO processes (run_id, host_id, pid, start_ns, "
-                  "log_complete, cpus) VALUES (1, 1, 42, 7, 1, 2)")
+    conn = _older(tmp_path, 5, store.SCHED_COLS + store.CALL_WAIT_COLS,
+                  "INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete, cpus) VALUES (1, 1, 42, 7, 1, 2)")
     assert [tuple(r) for r in conn.execute("SELECT pid, cpus, sched_cpu_s, sched_wait_s, sched_slices "
                                            "FROM processes")] == [(42, 2, None, None, None)]
 
