@@ -228,8 +228,6 @@ def _io_cpu_wait_measured(procs, ids) -> float | None:
     """Share of the stage's traced I/O time its processes waited for a CPU as the shim timed it around each call
     (MTCPROF_CPU_WAIT=1: the thread's run-queue wait read before and after the call). None unless every process of
     the stage with traced I/O has it."""
-    if "io_cpu_wait_s" not in procs:
-        return None
     p = procs[procs["task_id"].isin(set(ids)) & (procs["io_s"] > 0)]
     if not len(p) or p["io_cpu_wait_s"].isna().any():
         return None

@@ -197,15 +197,10 @@ uint64_t thread_wait_ns(void)
     int e = errno;
     char b[96];
     uint64_t w = ~0ull;
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        long n = syscall(SYS_read, fd, b, sizeof b - 1);
-        syscall(SYS_close, fd);
-        long i = 0;
-        while (i < n && b[i] != ' ') i++;                          /* past the on-CPU ns */
-        if (++i < n && b[i] >= '0' && b[i] <= '9')
-            for (w = 0; i < n && b[i] >= '0' && b[i] <= '9'; i++) w = w * 10 + (uint64_t)(b[i] - '0');
-    }
+    size_t n = read_line("/proc/thread-self/schedstat", b, sizeof b), i = 0;
+    while (i < n && b[i] != ' ') i++;                              /* past the on-CPU ns */
+    if (++i < n && b[i] >= '0' && b[i] <= '9')
+        for (w = 0; i < n && b[i] >= '0' && b[i] <= '9'; i++) w = w * 10 + (uint64_t)(b[i] - '0');
     errno = e;
     return w;
 }
