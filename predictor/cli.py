@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "call size (call_size), reads of files the run wrote in the warm one (warm_reads) and of "
                         "files written on the host < 1 s before in the young one (young_reads); the first is the "
                         "main one (faithful model, maps)")
+    p.add_argument("--cell-rate", choices=("mean", "quartile"), default="mean",
+                   help="how an envelope point's repeats make its value: mean (default: the rate of their mean time "
+                        "per op, the slowest of 5 or more counted as the next slowest) or quartile (of 5 or more "
+                        "repeats their upper quartile: a point measured while the machine swung between quick and "
+                        "slow minutes is read at its quick ones)")
     p.add_argument("--variant", choices=("faithful", "refined", "all"), default="all",
                    help="model variant(s) to report (default all)")
     p.add_argument("--refine", metavar="LIST", default="default",
@@ -138,7 +143,7 @@ def _run(a) -> int:
         if e.idle_ms:
             return _fail(f"envelope {e.origin} was measured after {e.idle_ms} ms idle before each read "
                          "(mtcenvelope --idle-ms): the predictor does not take such envelopes")
-        sf = EnvelopeSurface().fit(e.points)
+        sf = EnvelopeSurface(a.cell_rate).fit(e.points)
         sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us = e.block, e.cold, e.ops_per_proc, e.hogs, e.call_gap_us
         sf.young = e.young
         if not sf.grids:
@@ -190,6 +195,7 @@ def _run(a) -> int:
         from . import measured as ms
         calib = calibrate.run(ms.parse_spec(a.validate)[0], runs, env.origin, preds)
     result = _result(wf, env, preds, measured, runs, calib)
+    result["envelope"]["cell_rate"] = a.cell_rate
     if axes:
         result["what_if"] = whatif.run(wf, surface, axes, refine)
     warnings = _warnings(preds, surface)

@@ -48,7 +48,8 @@ def render(result: dict) -> str:
                   f"{d['noise_pct']:.1f}" if d.get("noise_pct") is not None else "-"]
         rows.append(r)
     env = result["envelope"]
-    lines = [f"envelope: {env['name']} ({env['origin']})"]
+    lines = [f"envelope: {env['name']} ({env['origin']})" +
+             (", each point its repeats' upper quartile" if env.get("cell_rate") == "quartile" else "")]
     if result.get("validated_runs"):
         lines.append(f"validated against: {', '.join(result['validated_runs'])}")
     lines.append(_grid(header, rows))

@@ -377,3 +377,18 @@ def test_an_exported_envelopes_clocks_reach_wait_ratio(tmp_path):
                 "--refine", "all")
     assert r.returncode == 0, r.stderr
     assert [d["total_s"] for d in json.loads(r.stdout)["predictions"]] == pytest.approx([t * 1.6 for t in off])
+
+
+def test_cell_rate_option():
+    """--cell-rate quartile is said in the table and the JSON; the shipped envelope's points have 3-4 repeats, below
+    the 5 it needs, so its predictions are the mean's; a wrong name is refused."""
+    mean = json.loads(predict(MONTAGE, "--json", "--bootstrap", "0").stdout)
+    r = predict(MONTAGE, "--json", "--bootstrap", "0", "--cell-rate", "quartile")
+    assert r.returncode == 0, r.stderr
+    q = json.loads(r.stdout)
+    assert (mean["envelope"]["cell_rate"], q["envelope"]["cell_rate"]) == ("mean", "quartile")
+    assert [p["total_s"] for p in q["predictions"]] == [p["total_s"] for p in mean["predictions"]]
+    t = predict(MONTAGE, "--cell-rate", "quartile", "--bootstrap", "0")
+    assert t.stdout.splitlines()[0] == "envelope: testbed4 (shipped), each point its repeats' upper quartile"
+    bad = predict(MONTAGE, "--cell-rate", "median")
+    assert bad.returncode == 2 and "invalid choice: 'median'" in bad.stderr

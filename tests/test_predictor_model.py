@@ -1,5 +1,6 @@
 """The prediction formulas and the envelope surface, on envelopes whose values are chosen by hand."""
 import math
+import random
 
 import pytest
 
@@ -191,6 +192,28 @@ def test_repeats_average_as_the_time_per_op():
     assert five((829.0, 28.0, 984.0, 997.0, 30.0)).value("TL", 256 * KiB, 1, 1).value == pytest.approx(
         5 / (1 / 984 + 1 / 997 + 1 / 829 + 2 / 30), rel=1e-12)
 
+
+
+def test_cell_rate_quartile_reads_a_point_at_its_quick_repeats():
+    """cell_rate="quartile": of 5 or more repeats the upper quartile (nearest rank), below 5 the mean as before;
+    a bootstrap replicate keeps the surface's way."""
+    def surf(vs, how):
+        return EnvelopeSurface(how).fit([{"metric": "TL", "file_size": KiB, "hosts": 1, "procs_per_host": 1,
+                                          "value": v, "ok": True, "repeat": r} for r, v in enumerate(vs)])
+    slow_minutes = (157.0, 757.0, 354.0, 167.0, 213.0)      # one point of a pass whose envelope swung (AJ)
+    assert surf(slow_minutes, "quartile").value("TL", KiB, 1, 1).value == pytest.approx(354.0, rel=1e-12)
+    assert surf(slow_minutes, "mean").value("TL", KiB, 1, 1).value == pytest.approx(
+        5 / (2 / 167 + 1 / 213 + 1 / 354 + 1 / 757), rel=1e-12)    # the slowest as the next slowest: 241
+    ten = tuple(float(v) for v in range(100, 1100, 100))
+    assert surf(ten, "quartile").value("TL", KiB, 1, 1).value == pytest.approx(800.0, rel=1e-12)  # rank 7 of 0..9
+    three = (140.0, 21.0, 20.0)
+    assert surf(three, "quartile").value("TL", KiB, 1, 1).value == pytest.approx(3 / (1 / 140 + 1 / 21 + 1 / 20))
+    for seed in range(5):   # a resample's quartile is one of the repeats, its mean almost never
+        rep = surf(slow_minutes, "quartile").replicate(random.Random(seed))
+        v = rep.value("TL", KiB, 1, 1).value
+        assert rep.cell_rate == "quartile" and min(abs(v - x) for x in slow_minutes) < 1e-9
+    with pytest.raises(ValueError, match="one of mean, quartile"):
+        EnvelopeSurface("median")
 
 def test_interpolation_exact_monotone_and_extrapolation_warned():
     pts = []
