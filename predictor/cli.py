@@ -198,7 +198,7 @@ def _run(a) -> int:
     result["envelope"]["cell_rate"] = a.cell_rate
     if axes:
         result["what_if"] = whatif.run(wf, surface, axes, refine)
-    warnings = _warnings(preds, surface)
+    warnings = _warnings(preds, surface) + _unsteady(envs, surfaces, a.cell_rate)
     result["warnings"] = warnings
     if a.validate:
         missing = [st.name for st in wf.stages if st.name not in measured]
@@ -256,6 +256,23 @@ def _warnings(preds, surface):
                      "points at the same concurrency")
     return lines
 
+
+
+def _unsteady(envs, surfaces, cell_rate, share=0.10):
+    """One line per envelope where a tenth or more of the points swung > 2x between their repeats' quartiles."""
+    from .surface import SIZELESS, fmt_size
+    lines = []
+    for e, s in zip(envs, surfaces):
+        bad, n, w = s.unsteady()
+        if n and bad >= share * n:
+            m, size, k, h, lo, hi = w
+            at = (f"{m}{' of ' + fmt_size(size) if m not in SIZELESS else ''} on {h} host{'s' if h > 1 else ''} x "
+                  f"{k // h} process{'es' if k // h > 1 else ''}")
+            lines.append(f"envelope {e.origin}: {bad} of {n} points swung more than 2x between their repeats' "
+                         f"quartiles (widest {at}: {lo:.0f}-{hi:.0f} ops/s): the machine was not steady while it was "
+                         "measured, and the look-ups carry its slow minutes; re-measure"
+                         + ("" if cell_rate == "quartile" else ", or --cell-rate quartile"))
+    return lines
 
 def _measure_all(ms, spec, files, wf):
     db, runs = ms.parse_spec(spec)

@@ -211,6 +211,26 @@ class EnvelopeSurface:
             rep._means[key] = _Drawn(g.cells, rng, n, self.cell_rate)
         return rep
 
+    def unsteady(self, swing: float = 2.0) -> tuple:
+        """(op-rate points whose repeats' upper quartile is more than `swing` x their lower one, those of 5 or more
+        repeats, the widest such point as (metric, size, k, hosts, lowest, highest)): how much the machine moved
+        while the envelope was measured. On the kept passes: 0-2 of 292 points of the main envelope where it was
+        steady, 36-39 where it was slow for minutes (AH, AJ; montage_example/RESULTS.md)."""
+        n = bad = 0
+        worst, widest = None, 0.0
+        for (metric, h), g in self.grids.items():
+            for (size, k), v in g.cells.items():
+                if len(v) < 5 or metric not in THROUGHPUT:    # a bandwidth point is its T point x size
+                    continue
+                v = sorted(v)
+                n += 1
+                lo, hi = v[round(0.25 * (len(v) - 1))], v[round(0.75 * (len(v) - 1))]
+                if hi > swing * lo:
+                    bad += 1
+                    if hi / lo > widest:
+                        widest, worst = hi / lo, (metric, size, k, h, v[0], v[-1])
+        return bad, n, worst
+
     # ---- lookup ------------------------------------------------------------------------------------------------------
     def value(self, metric: str, size: float, k: float, hosts: int | None = None, *,
               clamp_small: bool = True) -> Lookup:

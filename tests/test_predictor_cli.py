@@ -379,7 +379,7 @@ def test_an_exported_envelopes_clocks_reach_wait_ratio(tmp_path):
     assert [d["total_s"] for d in json.loads(r.stdout)["predictions"]] == pytest.approx([t * 1.6 for t in off])
 
 
-def test_cell_rate_option():
+def test_cell_rate_option(tmp_path):
     """--cell-rate quartile is said in the table and the JSON; the shipped envelope's points have 3-4 repeats, below
     the 5 it needs, so its predictions are the mean's; a wrong name is refused."""
     mean = json.loads(predict(MONTAGE, "--json", "--bootstrap", "0").stdout)
@@ -388,7 +388,40 @@ def test_cell_rate_option():
     q = json.loads(r.stdout)
     assert (mean["envelope"]["cell_rate"], q["envelope"]["cell_rate"]) == ("mean", "quartile")
     assert [p["total_s"] for p in q["predictions"]] == [p["total_s"] for p in mean["predictions"]]
+    assert not [w for w in q["warnings"] if "swung" in w]
     t = predict(MONTAGE, "--cell-rate", "quartile", "--bootstrap", "0")
     assert t.stdout.splitlines()[0] == "envelope: testbed4 (shipped), each point its repeats' upper quartile"
     bad = predict(MONTAGE, "--cell-rate", "median")
     assert bad.returncode == 2 and "invalid choice: 'median'" in bad.stderr
+
+
+def test_unsteady_envelope_is_warned_and_quartile_reads_its_quick_repeats(tmp_path):
+    """An envelope of 5 repeats a point whose T1L points swung 5x in two of them (a slow minute): warned with the
+    count of such points; --cell-rate quartile predicts the reads faster than the mean does."""
+    env = _shipped_envelope()
+    pts, first = [], {}
+    for p in env["points"]:
+        cell = (p["metric"], p["file_size"], p["procs_per_host"], p["hosts"])
+        if cell in first:
+            continue
+        first[cell] = p
+        slow = p["metric"] in ("T1L", "B1L")
+        for r, f in enumerate((0.2, 0.2, 1.0, 1.0, 1.0) if slow else (1.0,) * 5):
+            pts.append(dict(p, repeat=r, value=p["value"] * f if p.get("value") else p.get("value")))
+    env["points"] = pts
+    path = _write(tmp_path / "swung.yaml", env)
+    n_t = sum(1 for m, *_ in first if m in ("Tm", "Ts", "Tf", "T1L", "T1R", "TN", "TL"))
+    n_bad = sum(1 for m, *_ in first if m == "T1L")
+    r = predict(MONTAGE, "--envelope", path, "--json", "--bootstrap", "0")
+    assert r.returncode == 0, r.stderr
+    mean = json.loads(r.stdout)
+    warned = [w for w in mean["warnings"] if "swung" in w]
+    assert len(warned) == 1 and f": {n_bad} of {n_t} points swung more than 2x" in warned[0]
+    assert warned[0].endswith("re-measure, or --cell-rate quartile")
+    q = json.loads(predict(MONTAGE, "--envelope", path, "--json", "--bootstrap", "0", "--cell-rate", "quartile").stdout)
+    assert [w for w in q["warnings"] if "swung" in w][0].endswith("re-measure")
+    rl = {(p["stage"], p["variant"]): p["terms"]["read_local"] for p in mean["predictions"]}
+    rq = {(p["stage"], p["variant"]): p["terms"]["read_local"] for p in q["predictions"]}
+    assert rl.keys() == rq.keys() and any(rl[k] > 0 for k in rl)
+    for k in rl:      # the quartile is the quick repeats' value; the mean, 1 / (2 x 5 + 3) x 5 of it
+        assert rq[k] == pytest.approx(rl[k] * 5 / 13, rel=1e-6) if rl[k] else rq[k] == 0
