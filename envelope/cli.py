@@ -312,7 +312,34 @@ def cmd_measure(a) -> int:
              if res["interrupted"] and res.get("workdir") else ""), file=sys.stderr)
     if res["interrupted"]:
         return 130
+    swung_msg = _swung(res["db"], res["run"])
+    if swung_msg:
+        print(f"warning: {swung_msg}", file=sys.stderr)
     return 1 if res["failed"] else 0
+
+
+def _swung(db, run) -> str | None:
+    """A line when a tenth or more of the run's op-rate points of 5+ repeats swung > 2x between their quartiles."""
+    import sqlite3
+
+    from .stats import swung
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT p.metric, p.file_size, p.hosts, p.procs_per_host, p.value FROM envelope_points p "
+                            "JOIN runs r ON r.id = p.run_id WHERE r.name = ? AND p.ok = 1 AND p.value > 0 AND "
+                            "p.metric IN ('Tm', 'Ts', 'Tf', 'T1L', 'T1R', 'TN', 'TL')", (run,)).fetchall()
+    finally:
+        conn.close()
+    cells: dict = {}
+    for *cell, v in rows:
+        cells.setdefault(tuple(cell), []).append(v)
+    five = [v for v in cells.values() if len(v) >= 5]
+    bad = sum(swung(v) for v in five)
+    if not five or bad < 0.1 * len(five):
+        return None
+    return (f"{bad} of {len(five)} op-rate points of 5 or more repeats swung more than 2x between their repeats' "
+            "quartiles: the machine was not steady while they were measured; measure again when it is quiet "
+            "(mtcpredict --cell-rate quartile reads such points at their quick repeats)")
 
 
 def cmd_import(a) -> int:

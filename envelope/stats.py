@@ -1,4 +1,4 @@
-"""The 90 % confidence interval of a point's rate, for its precision target (measure.py).
+"""The 90 % confidence interval of a point's rate, for its precision target (measure.py); how far its repeats swung.
 
 A rate (ops/s, bytes/s) stands for a time per op or byte, and times are what average: a point's value is
 the harmonic mean of its repeats (the rate of their mean time), and its interval is the mean time's,
@@ -47,3 +47,18 @@ def ci90(values: Sequence[float]) -> dict | None:
     half = t95(n - 1) * sd / math.sqrt(n)
     return {"n": n, "mean": 1.0 / mt, "low": 1.0 / (mt + half),
             "high": 1.0 / (mt - half) if mt > half else math.inf, "rel_halfwidth": half / mt}
+
+
+def quartiles(values: Sequence[float]) -> tuple:
+    """(lower, upper) quartile of ``values``, nearest rank: of 5 the 2nd slowest and 2nd fastest."""
+    v = sorted(values)
+    return v[round(0.25 * (len(v) - 1))], v[round(0.75 * (len(v) - 1))]
+
+
+def swung(values: Sequence[float], swing: float = 2.0) -> bool:
+    """Whether a point of 5 or more repeats has its upper quartile more than ``swing`` x its lower one: the machine
+    moved between quick and slow minutes while it was measured (a stall in one repeat of five does not count)."""
+    if len(values) < 5:
+        return False
+    lo, hi = quartiles(values)
+    return hi > swing * lo

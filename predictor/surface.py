@@ -41,6 +41,8 @@ import json
 import math
 from dataclasses import dataclass
 
+from mtcio.envelope.stats import quartiles, swung
+
 THROUGHPUT = ("Tm", "Ts", "Tf", "T1L", "T1R", "TN", "TL")
 SIZELESS = ("Tm", "Ts", "Tf")    # creates and stats: one size, 0
 METRICS = THROUGHPUT + ("B1L", "B1R", "BN", "BL")
@@ -211,24 +213,23 @@ class EnvelopeSurface:
             rep._means[key] = _Drawn(g.cells, rng, n, self.cell_rate)
         return rep
 
-    def unsteady(self, swing: float = 2.0) -> tuple:
-        """(op-rate points whose repeats' upper quartile is more than `swing` x their lower one, those of 5 or more
-        repeats, the widest such point as (metric, size, k, hosts, lowest, highest)): how much the machine moved
-        while the envelope was measured. On the kept passes: 0-2 of 292 points of the main envelope where it was
-        steady, 36-39 where it was slow for minutes (AH, AJ; montage_example/RESULTS.md)."""
+    def unsteady(self) -> tuple:
+        """(op-rate points whose repeats swung, mtcio.envelope.stats.swung, those of 5 or more repeats, the widest
+        swung point as (metric, size, k, hosts, lowest, highest)): how much the machine moved while the envelope was
+        measured. On the kept passes: 0-2 of 302 points of the main envelope where it was steady, 36-39 where it was
+        slow for minutes (AH, AJ; montage_example/RESULTS.md)."""
         n = bad = 0
         worst, widest = None, 0.0
         for (metric, h), g in self.grids.items():
             for (size, k), v in g.cells.items():
                 if len(v) < 5 or metric not in THROUGHPUT:    # a bandwidth point is its T point x size
                     continue
-                v = sorted(v)
                 n += 1
-                lo, hi = v[round(0.25 * (len(v) - 1))], v[round(0.75 * (len(v) - 1))]
-                if hi > swing * lo:
+                if swung(v):
                     bad += 1
+                    lo, hi = quartiles(v)
                     if hi / lo > widest:
-                        widest, worst = hi / lo, (metric, size, k, h, v[0], v[-1])
+                        widest, worst = hi / lo, (metric, size, k, h, min(v), max(v))
         return bad, n, worst
 
     # ---- lookup ------------------------------------------------------------------------------------------------------
@@ -414,7 +415,7 @@ def _cell_rate(v, how: str = "mean") -> float:
     one-process cell's repeats swing up to 5x for minutes at a time on a shared VM while the workflow's runs move
     ~10 % (montage_example/RESULTS.md, passes AH, AJ): the quick repeats stand for the state the runs saw."""
     if how == "quartile" and len(v) >= 5:
-        return sorted(v)[round(0.75 * (len(v) - 1))]
+        return quartiles(v)[1]
     t = sorted(1.0 / x for x in v)
     if len(t) >= 5:
         t[-1] = t[-2]

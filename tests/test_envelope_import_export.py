@@ -141,3 +141,26 @@ def test_import_refuses_what_is_not_a_regular_file(tmp_path):
                  timeout=20)
         assert (cp.returncode, cp.stderr) == (2, f"mtcenvelope import: {f}: {why}\n")
     assert not (tmp_path / "e.db").exists()
+
+
+def test_a_measure_on_an_unsteady_machine_is_warned(tmp_path):
+    """A tenth or more of a run's op-rate points of 5+ repeats swinging > 2x between their quartiles is warned;
+    one stalled repeat of five, bandwidth points and points of fewer repeats do not count."""
+    from mtcio.envelope.cli import _swung
+    from mtcio.envelope.stats import quartiles, swung
+    assert quartiles([5.0, 1.0, 4.0, 2.0, 3.0]) == (2.0, 4.0)
+    assert not swung([10.0, 300, 300, 300, 300]) and swung([100.0, 100, 300, 300, 300])
+    assert not swung([100.0, 300, 300, 300])
+
+    def pts(cells, swinging):
+        out = []
+        for i in range(cells):
+            vals = (100.0, 100, 300, 300, 300) if i < swinging else (10.0, 300, 300, 300, 300)
+            out += [Point("T1L", 1024 * (i + 1), 1, 1, v, "ops/s", r, "native", "1", {}) for r, v in enumerate(vals)]
+            out += [Point("B1L", 1024 * (i + 1), 1, 1, 1.0 + 1e6 * (r % 2), "bytes/s", r, "native", "1", {})
+                    for r in range(5)]
+        return out + [Point("TL", 1024, 1, 1, v, "ops/s", r, "native", "1", {}) for r, v in enumerate((1.0, 9.0, 9.0))]
+    store(tmp_path / "a.db", "ten", pts(10, 1), "complete")
+    assert _swung(str(tmp_path / "a.db"), "ten").startswith("1 of 10 op-rate points of 5 or more repeats swung")
+    store(tmp_path / "b.db", "eleven", pts(11, 1), "complete")
+    assert _swung(str(tmp_path / "b.db"), "eleven") is None
