@@ -340,7 +340,8 @@ def _html(result, imgs, measured, wf, envelope=None):
              "<h1>mtcpredict: predicted I/O time per stage</h1>",
              f"<p>Envelope <b>{e(str(env['name']))}</b> from {e(str(env['origin']))}"
              + (f" (measured {e(str(prov.get('started', '')))} on {e(str(prov.get('testbed', '')))})" if prov else "")
-             + ("; each point its repeats' upper quartile" if env.get("cell_rate") == "quartile" else "") + "</p>"]
+             + {"quartile": "; each point its repeats' upper quartile",
+                "swung": "; points that swung at their repeats' upper quartile"}.get(env.get("cell_rate"), "") + "</p>"]
     if result.get("validated_runs"):
         parts.append(f"<p>Validated against traced run(s): {e(', '.join(result['validated_runs']))}. Measured = per "
                      "host, the sum of its tasks' traced I/O time divided by its slots; the maximum over hosts.</p>")

@@ -10,7 +10,8 @@ the stage's own when measured, else the nearest one (the lookup then says so).
 - measured: exactly at a grid point (harmonic mean over ok repeats: a rate stands for the time per op or byte,
   and times average; gfarm2fs stalls ~45 ms now and then: repeats of 140, 21, 20 ops/s are 60 by the arithmetic
   mean, 28 by the time per op; of 5 or more repeats the slowest counts as the next slowest). With
-  `EnvelopeSurface(cell_rate="quartile")` a cell of 5 or more repeats is their upper quartile instead (_cell_rate);
+  `EnvelopeSurface(cell_rate="quartile")` a cell of 5 or more repeats is their upper quartile instead, with "swung"
+  only a cell whose repeats swung > 2x between their quartiles (_cell_rate);
 - interpolated: bilinear in log(size) x log(k) of log(value): exact at grid points and monotone
   between neighbours along each axis; except across a step in size (the op rate changing by more than 3x
   beyond what the roofline's slopes explain), where sizes below the larger point keep the smaller one's op rate;
@@ -68,7 +69,7 @@ class _Grid:
     cells: dict           # (size, k) -> list of repeat values
 
 
-CELL_RATES = ("mean", "quartile")
+CELL_RATES = ("mean", "quartile", "swung")
 
 
 class EnvelopeSurface:
@@ -216,7 +217,7 @@ class EnvelopeSurface:
     def unsteady(self) -> tuple:
         """(op-rate points whose repeats swung, mtcio.envelope.stats.swung, those of 5 or more repeats, the widest
         swung point as (metric, size, k, hosts, lowest, highest)): how much the machine moved while the envelope was
-        measured. On the kept passes: 0-2 of 302 points of the main envelope where it was steady, 36-39 where it was
+        measured. On the kept passes: 0-2 of 302 points of the main envelope where it was steady, 38-40 where it was
         slow for minutes (AH, AJ; montage_example/RESULTS.md)."""
         n = bad = 0
         worst, widest = None, 0.0
@@ -413,8 +414,9 @@ def _cell_rate(v, how: str = "mean") -> float:
     cell's 829, 28, 984, 997, 588 ops/s averaged to 124 and tripled two stages' predictions); two stay counted.
     how="quartile", 5 or more repeats: the upper quartile of their rates (nearest rank, the 2nd fastest of 5). A
     one-process cell's repeats swing up to 5x for minutes at a time on a shared VM while the workflow's runs move
-    ~10 % (montage_example/RESULTS.md, passes AH, AJ): the quick repeats stand for the state the runs saw."""
-    if how == "quartile" and len(v) >= 5:
+    ~10 % (montage_example/RESULTS.md, passes AH, AJ): the quick repeats stand for the state the runs saw.
+    how="swung": the upper quartile only where the repeats swung (mtcio.envelope.stats.swung), the mean elsewhere."""
+    if (how == "quartile" and len(v) >= 5) or (how == "swung" and swung(v)):
         return quartiles(v)[1]
     t = sorted(1.0 / x for x in v)
     if len(t) >= 5:

@@ -49,7 +49,8 @@ def render(result: dict) -> str:
         rows.append(r)
     env = result["envelope"]
     lines = [f"envelope: {env['name']} ({env['origin']})" +
-             (", each point its repeats' upper quartile" if env.get("cell_rate") == "quartile" else "")]
+             {"quartile": ", each point its repeats' upper quartile",
+              "swung": ", points that swung at their repeats' upper quartile"}.get(env.get("cell_rate"), "")]
     if result.get("validated_runs"):
         lines.append(f"validated against: {', '.join(result['validated_runs'])}")
     lines.append(_grid(header, rows))

@@ -420,6 +420,9 @@ def test_unsteady_envelope_is_warned_and_quartile_reads_its_quick_repeats(tmp_pa
     assert warned[0].endswith("re-measure, or --cell-rate quartile")
     q = json.loads(predict(MONTAGE, "--envelope", path, "--json", "--bootstrap", "0", "--cell-rate", "quartile").stdout)
     assert [w for w in q["warnings"] if "swung" in w][0].endswith("re-measure")
+    sw = json.loads(predict(MONTAGE, "--envelope", path, "--json", "--bootstrap", "0", "--cell-rate", "swung").stdout)
+    assert [p["total_s"] for p in sw["predictions"]] == pytest.approx([p["total_s"] for p in q["predictions"]],
+                                                                      rel=1e-12)   # only the T1L points swung
     rl = {(p["stage"], p["variant"]): p["terms"]["read_local"] for p in mean["predictions"]}
     rq = {(p["stage"], p["variant"]): p["terms"]["read_local"] for p in q["predictions"]}
     assert rl.keys() == rq.keys() and any(rl[k] > 0 for k in rl)

@@ -196,7 +196,7 @@ def test_repeats_average_as_the_time_per_op():
 
 def test_cell_rate_quartile_reads_a_point_at_its_quick_repeats():
     """cell_rate="quartile": of 5 or more repeats the upper quartile (nearest rank), below 5 the mean as before;
-    a bootstrap replicate keeps the surface's way."""
+    "swung": the quartile only where the repeats' quartiles are > 2x apart; a bootstrap replicate keeps the way."""
     def surf(vs, how):
         return EnvelopeSurface(how).fit([{"metric": "TL", "file_size": KiB, "hosts": 1, "procs_per_host": 1,
                                           "value": v, "ok": True, "repeat": r} for r, v in enumerate(vs)])
@@ -212,7 +212,11 @@ def test_cell_rate_quartile_reads_a_point_at_its_quick_repeats():
         rep = surf(slow_minutes, "quartile").replicate(random.Random(seed))
         v = rep.value("TL", KiB, 1, 1).value
         assert rep.cell_rate == "quartile" and min(abs(v - x) for x in slow_minutes) < 1e-9
-    with pytest.raises(ValueError, match="one of mean, quartile"):
+    assert surf(slow_minutes, "swung").value("TL", KiB, 1, 1).value == pytest.approx(354.0, rel=1e-12)
+    steady = (20.0, 300.0, 320.0, 340.0, 360.0)            # one stall; quartiles 300 and 340: the mean
+    assert surf(steady, "swung").value("TL", KiB, 1, 1).value == pytest.approx(
+        surf(steady, "mean").value("TL", KiB, 1, 1).value, rel=1e-12)
+    with pytest.raises(ValueError, match="one of mean, quartile, swung"):
         EnvelopeSurface("median")
 
 def test_interpolation_exact_monotone_and_extrapolation_warned():
