@@ -258,7 +258,6 @@ def _warnings(preds, surface):
     return lines
 
 
-
 def _unsteady(envs, surfaces, cell_rate, share=0.10):
     """One line per envelope where a tenth or more of the points swung > 2x between their repeats' quartiles."""
     from .surface import SIZELESS, fmt_size
@@ -274,6 +273,7 @@ def _unsteady(envs, surfaces, cell_rate, share=0.10):
                          "measured, and the look-ups carry its slow minutes; re-measure"
                          + ("" if cell_rate != "mean" else ", or --cell-rate quartile"))
     return lines
+
 
 def _measure_all(ms, spec, files, wf):
     db, runs = ms.parse_spec(spec)
