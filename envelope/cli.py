@@ -338,8 +338,8 @@ def _swung(db, run) -> str | None:
     if not five or bad < 0.1 * len(five):
         return None
     return (f"{bad} of {len(five)} op-rate points of 5 or more repeats swung more than 2x between their repeats' "
-            "quartiles: the machine was not steady while they were measured; measure again when it is quiet "
-            "(mtcpredict --cell-rate quartile reads such points at their quick repeats)")
+            "quartiles: the machine was not steady while they were measured (other work writing to its disks "
+            "does this); measure again when it is quiet")
 
 
 def cmd_import(a) -> int:

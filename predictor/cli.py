@@ -54,12 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "call size (call_size), reads of files the run wrote in the warm one (warm_reads) and of "
                         "files written on the host < 1 s before in the young one (young_reads); the first is the "
                         "main one (faithful model, maps)")
-    p.add_argument("--cell-rate", choices=("mean", "quartile", "swung"), default="mean",
-                   help="how an envelope point's repeats make its value: mean (default: the rate of their mean time "
-                        "per op, the slowest of 5 or more counted as the next slowest), quartile (of 5 or more "
-                        "repeats their upper quartile: a point measured while the machine swung between quick and "
-                        "slow minutes is read at its quick ones) or swung (the upper quartile only where the "
-                        "repeats' quartiles are more than 2x apart, the mean elsewhere)")
+    p.add_argument("--cell-rate", choices=("swung", "mean", "quartile"), default="swung",
+                   help="how an envelope point's repeats make its value: swung (default: the rate of their mean time "
+                        "per op, the slowest of 5 or more counted as the next slowest, but at a point whose repeats' "
+                        "quartiles are more than 2x apart, the upper quartile: a point measured while the machine "
+                        "swung between quick and slow minutes read at its quick ones), mean (that mean everywhere) "
+                        "or quartile (the upper quartile of every point of 5 or more repeats)")
     p.add_argument("--variant", choices=("faithful", "refined", "all"), default="all",
                    help="model variant(s) to report (default all)")
     p.add_argument("--refine", metavar="LIST", default="default",
@@ -271,7 +271,7 @@ def _unsteady(envs, surfaces, cell_rate, share=0.10):
             lines.append(f"envelope {e.origin}: {bad} of {n} points swung more than 2x between their repeats' "
                          f"quartiles (widest {at}: {lo:.0f}-{hi:.0f} ops/s): the machine was not steady while it was "
                          "measured, and the look-ups carry its slow minutes; re-measure"
-                         + ("" if cell_rate != "mean" else ", or --cell-rate quartile"))
+                         + (", or --cell-rate swung" if cell_rate == "mean" else ""))
     return lines
 
 

@@ -341,7 +341,7 @@ def _html(result, imgs, measured, wf, envelope=None):
              f"<p>Envelope <b>{e(str(env['name']))}</b> from {e(str(env['origin']))}"
              + (f" (measured {e(str(prov.get('started', '')))} on {e(str(prov.get('testbed', '')))})" if prov else "")
              + {"quartile": "; each point its repeats' upper quartile",
-                "swung": "; points that swung at their repeats' upper quartile"}.get(env.get("cell_rate"), "") + "</p>"]
+                "mean": "; each point its repeats' mean, swung or not"}.get(env.get("cell_rate"), "") + "</p>"]
     if result.get("validated_runs"):
         parts.append(f"<p>Validated against traced run(s): {e(', '.join(result['validated_runs']))}. Measured = per "
                      "host, the sum of its tasks' traced I/O time divided by its slots; the maximum over hosts.</p>")

@@ -9,9 +9,9 @@ the stage's own when measured, else the nearest one (the lookup then says so).
 
 - measured: exactly at a grid point (harmonic mean over ok repeats: a rate stands for the time per op or byte,
   and times average; gfarm2fs stalls ~45 ms now and then: repeats of 140, 21, 20 ops/s are 60 by the arithmetic
-  mean, 28 by the time per op; of 5 or more repeats the slowest counts as the next slowest). With
-  `EnvelopeSurface(cell_rate="quartile")` a cell of 5 or more repeats is their upper quartile instead, with "swung"
-  only a cell whose repeats swung > 2x between their quartiles (_cell_rate);
+  mean, 28 by the time per op; of 5 or more repeats the slowest counts as the next slowest), but a cell whose 5 or
+  more repeats swung, their upper quartile more than 2x their lower one, is that upper quartile (cell_rate "swung",
+  the default; "mean": the mean everywhere; "quartile": the upper quartile of every cell of 5 or more; _cell_rate);
 - interpolated: bilinear in log(size) x log(k) of log(value): exact at grid points and monotone
   between neighbours along each axis; except across a step in size (the op rate changing by more than 3x
   beyond what the roofline's slopes explain), where sizes below the larger point keep the smaller one's op rate;
@@ -69,11 +69,11 @@ class _Grid:
     cells: dict           # (size, k) -> list of repeat values
 
 
-CELL_RATES = ("mean", "quartile", "swung")
+CELL_RATES = ("swung", "mean", "quartile")
 
 
 class EnvelopeSurface:
-    def __init__(self, cell_rate: str = "mean"):
+    def __init__(self, cell_rate: str = "swung"):
         if cell_rate not in CELL_RATES:
             raise ValueError(f"cell_rate {cell_rate!r}: one of {', '.join(CELL_RATES)}")
         self.cell_rate = cell_rate  # how a grid point's repeats make its value (_cell_rate)
@@ -408,14 +408,14 @@ def op_clock(config) -> tuple | None:
     return (wait, ops) if ops > 0 and 0 <= wait <= ops else None
 
 
-def _cell_rate(v, how: str = "mean") -> float:
+def _cell_rate(v, how: str = "swung") -> float:
     """The rate of the repeats' mean time per op, the slowest repeat taken as the next slowest when there are 5 or
     more: one stalled repeat in five says little of how often an op stalls (tcp_nodelay testbed, /work/mp19: a
     cell's 829, 28, 984, 997, 588 ops/s averaged to 124 and tripled two stages' predictions); two stay counted.
-    how="quartile", 5 or more repeats: the upper quartile of their rates (nearest rank, the 2nd fastest of 5). A
-    one-process cell's repeats swing up to 5x for minutes at a time on a shared VM while the workflow's runs move
-    ~10 % (montage_example/RESULTS.md, passes AH, AJ): the quick repeats stand for the state the runs saw.
-    how="swung": the upper quartile only where the repeats swung (mtcio.envelope.stats.swung), the mean elsewhere."""
+    how="swung" (the default): where the repeats swung (mtcio.envelope.stats.swung) their upper quartile instead
+    (nearest rank, the 2nd fastest of 5): a one-process cell's repeats swing 5-20x while other work on the machine
+    writes to its disk, and the quick repeats stand for the machine the runs had (montage_example/RESULTS.md, pass
+    AL). how="quartile": the upper quartile of every cell of 5 or more repeats; "mean": the mean everywhere."""
     if (how == "quartile" and len(v) >= 5) or (how == "swung" and swung(v)):
         return quartiles(v)[1]
     t = sorted(1.0 / x for x in v)
@@ -430,7 +430,7 @@ class _Drawn(dict):
     run's outcome: a stage of one write stalls as often as the repeats did); with n >= r, the resampled repeats'
     mean as the point estimate takes it (n ops average out at least as well as the repeats do)."""
 
-    def __init__(self, cells, rng, n, how="mean"):
+    def __init__(self, cells, rng, n, how="swung"):
         super().__init__()
         self.cells, self.rng, self.n, self.how = cells, rng, n, how
 

@@ -50,7 +50,7 @@ def render(result: dict) -> str:
     env = result["envelope"]
     lines = [f"envelope: {env['name']} ({env['origin']})" +
              {"quartile": ", each point its repeats' upper quartile",
-              "swung": ", points that swung at their repeats' upper quartile"}.get(env.get("cell_rate"), "")]
+              "mean": ", each point its repeats' mean, swung or not"}.get(env.get("cell_rate"), "")]
     if result.get("validated_runs"):
         lines.append(f"validated against: {', '.join(result['validated_runs'])}")
     lines.append(_grid(header, rows))

@@ -186,17 +186,20 @@ def test_repeats_average_as_the_time_per_op():
     lk = EnvelopeSurface().fit(pts).value("TL", 256 * KiB, 1, 1)
     assert lk.value == pytest.approx(3 / (1 / 140 + 1 / 21 + 1 / 20), rel=1e-12)    # 28.6, not 60.3
     # of five or more, one stalled repeat counts as the next slowest; a second one stays
-    five = lambda vs: EnvelopeSurface().fit([dict(pts[0], value=v, repeat=r) for r, v in enumerate(vs)])  # noqa: E731
+    five = lambda vs, how="swung": EnvelopeSurface(how).fit(  # noqa: E731
+        [dict(pts[0], value=v, repeat=r) for r, v in enumerate(vs)])
     assert five((829.0, 28.0, 984.0, 997.0, 588.0)).value("TL", 256 * KiB, 1, 1).value == pytest.approx(
         5 / (1 / 984 + 1 / 997 + 1 / 829 + 2 / 588), rel=1e-12)
-    assert five((829.0, 28.0, 984.0, 997.0, 30.0)).value("TL", 256 * KiB, 1, 1).value == pytest.approx(
+    assert five((829.0, 28.0, 984.0, 997.0, 30.0), "mean").value("TL", 256 * KiB, 1, 1).value == pytest.approx(
         5 / (1 / 984 + 1 / 997 + 1 / 829 + 2 / 30), rel=1e-12)
+    # by default two slow repeats of five, their quartiles 30 and 984, swung: the upper quartile
+    assert five((829.0, 28.0, 984.0, 997.0, 30.0)).value("TL", 256 * KiB, 1, 1).value == pytest.approx(984.0)
 
 
 
 def test_cell_rate_quartile_reads_a_point_at_its_quick_repeats():
-    """cell_rate="quartile": of 5 or more repeats the upper quartile (nearest rank), below 5 the mean as before;
-    "swung": the quartile only where the repeats' quartiles are > 2x apart; a bootstrap replicate keeps the way."""
+    """cell_rate "swung" (the default): the upper quartile (nearest rank) only where 5 or more repeats' quartiles
+    are > 2x apart; "quartile": of every point of 5 or more; "mean": never; a bootstrap replicate keeps the way."""
     def surf(vs, how):
         return EnvelopeSurface(how).fit([{"metric": "TL", "file_size": KiB, "hosts": 1, "procs_per_host": 1,
                                           "value": v, "ok": True, "repeat": r} for r, v in enumerate(vs)])
@@ -216,7 +219,8 @@ def test_cell_rate_quartile_reads_a_point_at_its_quick_repeats():
     steady = (20.0, 300.0, 320.0, 340.0, 360.0)            # one stall; quartiles 300 and 340: the mean
     assert surf(steady, "swung").value("TL", KiB, 1, 1).value == pytest.approx(
         surf(steady, "mean").value("TL", KiB, 1, 1).value, rel=1e-12)
-    with pytest.raises(ValueError, match="one of mean, quartile, swung"):
+    assert EnvelopeSurface().cell_rate == "swung"
+    with pytest.raises(ValueError, match="one of swung, mean, quartile"):
         EnvelopeSurface("median")
 
 def test_interpolation_exact_monotone_and_extrapolation_warned():
