@@ -56,6 +56,10 @@ def sh(*argv):
     r = subprocess.run(list(argv), capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"{' '.join(argv[:3])}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
+    for line in r.stderr.splitlines():     # an envelope measured while the machine swung, said where it happened
+        if line.startswith("warning:") and "swung" in line:
+            name = argv[argv.index("--name") + 1] if "--name" in argv else ""
+            print(f"{os.path.basename(argv[0])} {name}: {line}", flush=True)
     return r.stdout
 
 
