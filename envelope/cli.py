@@ -322,12 +322,13 @@ def _swung(db, run) -> str | None:
     """A line when a tenth or more of the run's op-rate points of 5+ repeats swung > 2x between their quartiles."""
     import sqlite3
 
-    from .stats import swung
+    from .stats import SWUNG_SHARE, swung
+    ops = [m for m, unit in METRICS.items() if unit == "ops/s"]
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         rows = conn.execute("SELECT p.metric, p.file_size, p.hosts, p.procs_per_host, p.value FROM envelope_points p "
                             "JOIN runs r ON r.id = p.run_id WHERE r.name = ? AND p.ok = 1 AND p.value > 0 AND "
-                            "p.metric IN ('Tm', 'Ts', 'Tf', 'T1L', 'T1R', 'TN', 'TL')", (run,)).fetchall()
+                            f"p.metric IN ({', '.join('?' * len(ops))})", (run, *ops)).fetchall()
     finally:
         conn.close()
     cells: dict = {}
@@ -335,7 +336,7 @@ def _swung(db, run) -> str | None:
         cells.setdefault(tuple(cell), []).append(v)
     five = [v for v in cells.values() if len(v) >= 5]
     bad = sum(swung(v) for v in five)
-    if not five or bad < 0.1 * len(five):
+    if not five or bad < SWUNG_SHARE * len(five):
         return None
     return (f"{bad} of {len(five)} op-rate points of 5 or more repeats swung more than 2x between their repeats' "
             "quartiles: the machine was not steady while they were measured (other work writing to its disks "

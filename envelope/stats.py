@@ -55,6 +55,10 @@ def quartiles(values: Sequence[float]) -> tuple:
     return v[round(0.25 * (len(v) - 1))], v[round(0.75 * (len(v) - 1))]
 
 
+# an envelope whose op-rate points swung in this share or more is said to have been measured on an unsteady machine
+SWUNG_SHARE = 0.10
+
+
 def swung(values: Sequence[float], swing: float = 2.0) -> bool:
     """Whether a point of 5 or more repeats has its upper quartile more than ``swing`` x its lower one: the machine
     moved between quick and slow minutes while it was measured (a stall in one repeat of five does not count)."""

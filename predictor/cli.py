@@ -40,6 +40,7 @@ exit codes: 0 ok, 1 failed, 2 bad input (workflow, envelope, options), 130 inter
 
 def build_parser() -> argparse.ArgumentParser:
     from .model import OPT_IN, REFINEMENTS
+    from .surface import CELL_RATES
     p = argparse.ArgumentParser(
         prog="mtcpredict", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="Predict each stage's I/O time (read, write, metadata) of a workflow model from a measured MTC "
@@ -54,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "call size (call_size), reads of files the run wrote in the warm one (warm_reads) and of "
                         "files written on the host < 1 s before in the young one (young_reads); the first is the "
                         "main one (faithful model, maps)")
-    p.add_argument("--cell-rate", choices=("swung", "mean", "quartile"), default="swung",
+    p.add_argument("--cell-rate", choices=CELL_RATES, default="swung",
                    help="how an envelope point's repeats make its value: swung (default: the rate of their mean time "
                         "per op, the slowest of 5 or more counted as the next slowest, but at a point whose repeats' "
                         "quartiles are more than 2x apart, the upper quartile: a point measured while the machine "
@@ -195,8 +196,7 @@ def _run(a) -> int:
         from . import calibrate
         from . import measured as ms
         calib = calibrate.run(ms.parse_spec(a.validate)[0], runs, env.origin, preds)
-    result = _result(wf, env, preds, measured, runs, calib)
-    result["envelope"]["cell_rate"] = a.cell_rate
+    result = _result(wf, env, preds, measured, runs, calib, a.cell_rate)
     if axes:
         result["what_if"] = whatif.run(wf, surface, axes, refine)
     warnings = _warnings(preds, surface) + _unsteady(envs, surfaces, a.cell_rate)
@@ -258,13 +258,15 @@ def _warnings(preds, surface):
     return lines
 
 
-def _unsteady(envs, surfaces, cell_rate, share=0.10):
+def _unsteady(envs, surfaces, cell_rate):
     """One line per envelope where a tenth or more of the points swung > 2x between their repeats' quartiles."""
+    from mtcio.envelope.stats import SWUNG_SHARE
+
     from .surface import SIZELESS, fmt_size
     lines = []
     for e, s in zip(envs, surfaces):
         bad, n, w = s.unsteady()
-        if n and bad >= share * n:
+        if n and bad >= SWUNG_SHARE * n:
             m, size, k, h, lo, hi = w
             at = (f"{m}{' of ' + fmt_size(size) if m not in SIZELESS else ''} on {h} host{'s' if h > 1 else ''} x "
                   f"{k // h} process{'es' if k // h > 1 else ''}")
@@ -298,7 +300,7 @@ def _measure_all(ms, spec, files, wf):
     return out, names
 
 
-def _result(wf, env, preds, measured, runs, calib):
+def _result(wf, env, preds, measured, runs, calib, cell_rate):
     rows = []
     for d in [p.to_dict() for p in preds] + (calib or {}).get("rows", []):
         m = measured.get(d["stage"])
@@ -308,7 +310,7 @@ def _result(wf, env, preds, measured, runs, calib):
             d["noise_pct"] = 100 * m["noise"] if m.get("noise") is not None else None
         rows.append(d)
     return {"workflow": wf.run or None, "envelope": {"name": env.name, "origin": env.origin,
-                                                      "provenance": env.meta.get("provenance")},
+                                                      "provenance": env.meta.get("provenance"), "cell_rate": cell_rate},
             "validated_runs": runs, "predictions": rows, "measured": measured,
             "calibration": {k: v for k, v in (calib or {}).items() if k != "rows"} or None}
 

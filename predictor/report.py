@@ -12,6 +12,7 @@ import numpy as np
 from . import heatmap
 from .model import TERM_LABEL, TERMS
 from .surface import SIZELESS, fmt_size, op_clock
+from .table import CELL_RATE_SAID
 
 CLASS_METRIC = (("write (1 create per round)", "TL"), ("1-to-1 read, local", "T1L"), ("1-to-1 read, remote", "T1R"),
                 ("N-to-1 read", "TN"))
@@ -340,8 +341,7 @@ def _html(result, imgs, measured, wf, envelope=None):
              "<h1>mtcpredict: predicted I/O time per stage</h1>",
              f"<p>Envelope <b>{e(str(env['name']))}</b> from {e(str(env['origin']))}"
              + (f" (measured {e(str(prov.get('started', '')))} on {e(str(prov.get('testbed', '')))})" if prov else "")
-             + {"quartile": "; each point its repeats' upper quartile",
-                "mean": "; each point its repeats' mean, swung or not"}.get(env.get("cell_rate"), "") + "</p>"]
+             + (f"; {CELL_RATE_SAID[env['cell_rate']]}" if env.get("cell_rate") in CELL_RATE_SAID else "") + "</p>"]
     if result.get("validated_runs"):
         parts.append(f"<p>Validated against traced run(s): {e(', '.join(result['validated_runs']))}. Measured = per "
                      "host, the sum of its tasks' traced I/O time divided by its slots; the maximum over hosts.</p>")

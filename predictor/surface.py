@@ -408,7 +408,7 @@ def op_clock(config) -> tuple | None:
     return (wait, ops) if ops > 0 and 0 <= wait <= ops else None
 
 
-def _cell_rate(v, how: str = "swung") -> float:
+def _cell_rate(v, how: str) -> float:
     """The rate of the repeats' mean time per op, the slowest repeat taken as the next slowest when there are 5 or
     more: one stalled repeat in five says little of how often an op stalls (tcp_nodelay testbed, /work/mp19: a
     cell's 829, 28, 984, 997, 588 ops/s averaged to 124 and tripled two stages' predictions); two stay counted.
@@ -430,7 +430,7 @@ class _Drawn(dict):
     run's outcome: a stage of one write stalls as often as the repeats did); with n >= r, the resampled repeats'
     mean as the point estimate takes it (n ops average out at least as well as the repeats do)."""
 
-    def __init__(self, cells, rng, n, how="swung"):
+    def __init__(self, cells, rng, n, how):
         super().__init__()
         self.cells, self.rng, self.n, self.how = cells, rng, n, how
 

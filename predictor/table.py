@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from .surface import fmt_size
 
+# how the points were read, said where it is not the default (--cell-rate)
+CELL_RATE_SAID = {"quartile": "each point its repeats' upper quartile",
+                  "mean": "each point its repeats' mean, swung or not"}
+
 
 def _s(x):
     if x is None:
@@ -48,9 +52,8 @@ def render(result: dict) -> str:
                   f"{d['noise_pct']:.1f}" if d.get("noise_pct") is not None else "-"]
         rows.append(r)
     env = result["envelope"]
-    lines = [f"envelope: {env['name']} ({env['origin']})" +
-             {"quartile": ", each point its repeats' upper quartile",
-              "mean": ", each point its repeats' mean, swung or not"}.get(env.get("cell_rate"), "")]
+    said = CELL_RATE_SAID.get(env.get("cell_rate"))
+    lines = [f"envelope: {env['name']} ({env['origin']})" + (f", {said}" if said else "")]
     if result.get("validated_runs"):
         lines.append(f"validated against: {', '.join(result['validated_runs'])}")
     lines.append(_grid(header, rows))
