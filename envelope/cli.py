@@ -175,6 +175,13 @@ def parser() -> argparse.ArgumentParser:
                    "(after the launch's idle) is dropped from the points: the cost of a read after the host's I/O "
                    "path idled MS ms (a task's first read follows the idle since its host's last I/O; on the "
                    "testbed 1 KiB costs 0.8 ms back to back, 1.4 after 50 ms idle, 1.9 after 300)")
+    m.add_argument("--look", type=float, default=0.5, metavar="SECONDS",
+                   help="before the sweep, watch this machine's CPUs and disks this long and warn when other work "
+                   "keeps them busy (CPUs > 25 %% or a disk > 20 %% busy): an envelope measured beside other "
+                   "work measures it too (default 0.5; 0 = do not look). What was seen goes into the run's meta")
+    m.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                   help="when the machine is busy, look again until it is quiet, at most this long, then "
+                   "measure anyway (default 0: do not wait)")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
 
     im = sub.add_parser("import", help="store the points of benchmark outputs made elsewhere")
@@ -277,6 +284,11 @@ def cmd_measure(a) -> int:
         raise ValueError(f"--idle-ms: only the native engine sleeps between ops (not --tool {a.tool})")
     if a.idle_ms and a.young:
         raise ValueError("--idle-ms and --young: give one")
+    if not 0 <= a.look <= 60 or not 0 <= a.wait_quiet <= 86400:
+        raise ValueError(f"--look: expected 0..60 s, got {a.look}; --wait-quiet: expected 0..86400 s, got "
+                         f"{a.wait_quiet}")
+    if a.wait_quiet and not a.look:
+        raise ValueError("--wait-quiet needs --look > 0")
     sweep = M.Sweep(sizes=a.sizes or list(M.DEFAULT_SIZES),
                     procs=a.procs or list(M.DEFAULT_PROCS), repeat=a.repeat,
                     max_repeat=a.max_repeat, precision=a.precision,
@@ -299,12 +311,13 @@ def cmd_measure(a) -> int:
     n = len(target.hosts)
     sweep.host_counts = (list(range(1, n + 1)) if a.host_counts == "1..all" else
                          [n] if a.host_counts == "all" else a.host_counts)
+    machine = _look(a)
     if a.tool != "native":
         from . import tools
         res = tools.measure_with_tool(a.tool, a.db, name, target, sweep, append=a.append,
                                       mpi_launcher=a.mpi_launcher, progress=not a.quiet)
     else:
-        res = M.measure(a.db, name, target, sweep, append=a.append, progress=not a.quiet)
+        res = M.measure(a.db, name, target, sweep, append=a.append, progress=not a.quiet, machine=machine)
     print(f"{'interrupted' if res['interrupted'] else 'done'}: run {res['run']!r} in "
           f"{res['db']}: {res['points']} points ({res['failed']} failed) in "
           f"{res['seconds']:.1f} s"
@@ -316,6 +329,26 @@ def cmd_measure(a) -> int:
     if swung_msg:
         print(f"warning: {swung_msg}", file=sys.stderr)
     return 1 if res["failed"] else 0
+
+
+def _look(a) -> dict | None:
+    """This machine's load just before the sweep (--look), after waiting for a quiet moment (--wait-quiet); a
+    warning when it stayed busy."""
+    if not a.look:
+        return None
+    from . import machine
+
+    def say(line):
+        print(f"mtcenvelope: {line}", file=sys.stderr)
+    load, waited = machine.wait_quiet(a.wait_quiet, a.look, say)
+    if load.busy():
+        print(f"warning: the machine is busy before the sweep ({load}"
+              + (f", still after waiting {waited:.0f} s" if a.wait_quiet else "")
+              + "): an envelope measured beside other work measures that work too; measure when it is quiet"
+              + ("" if a.wait_quiet else " (--wait-quiet waits for it)"), file=sys.stderr)
+    elif waited > 2 * a.look:
+        say(f"quiet after {waited:.0f} s ({load})")
+    return dict(load.as_dict(), busy=load.busy(), waited_s=round(waited, 1))
 
 
 def _swung(db, run) -> str | None:

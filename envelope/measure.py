@@ -1025,8 +1025,9 @@ def _safe(name: str) -> str:
 
 # --------------------------------------------------------------------------------- entry
 def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = False,
-            progress: bool = True, stream=None) -> dict[str, Any]:
-    """Run a sweep into run ``name`` of ``db``; returns a summary. KeyboardInterrupt (Ctrl-C,
+            progress: bool = True, stream=None, machine: dict | None = None) -> dict[str, Any]:
+    """Run a sweep into run ``name`` of ``db``; returns a summary. ``machine``: this machine's load just before
+    (mtcio.envelope.machine), kept in the run's meta. KeyboardInterrupt (Ctrl-C,
     and SIGTERM, which is turned into it) stops the sweep keeping the points stored so far;
     the summary then has interrupted=True."""
     from mtcio.db import store as dbstore
@@ -1072,6 +1073,8 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "block": sweep.block, "ops_per_proc": sweep.ops_per_proc, "hogs_per_host": sweep.hogs_per_host,
             "hogs_per_kernel": sweep.hogs_per_kernel,
             "call_gap_us": sweep.call_gap_us, "young": sweep.young, "idle_ms": sweep.idle_ms}
+    if machine is not None:
+        meta["machine_before"] = machine
     if row is not None:
         set_status(conn, name, "running")
 

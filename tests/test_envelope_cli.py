@@ -1,6 +1,7 @@
 """mtcenvelope without a testbed: import, list, show, export (YAML/CSV) and load() round trips,
 plot, and the external-tool path (missing tool: a clear error; a stand-in tool on PATH: points)."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,6 +106,9 @@ def test_missing_tool_is_a_clear_error(tmp_path, tool, exe):
      "--hogs-per-kernel: only the native engine runs them (not --tool mdtest)"),
     (["--call-gap-us", "-5"], "--call-gap-us: expected 0..10000000 us, got -5"),
     (["--call-gap-us", "50", "--tool", "ior"], "--call-gap-us: only the native engine spins between calls (not --tool ior)"),
+    (["--look", "-1"], "--look: expected 0..60 s, got -1.0"),
+    (["--wait-quiet", "90000"], "--wait-quiet: expected 0..86400 s, got 90000.0"),
+    (["--look", "0", "--wait-quiet", "5"], "--wait-quiet needs --look > 0"),
 ])
 def test_bad_hogs_per_host_is_a_clear_error(tmp_path, args, msg):
     cp = cli("measure", "--db", tmp_path / "t.db", "--hosts", "h1", "--launcher", "ssh {host}", "--mount", "/gfarm",
@@ -113,9 +117,8 @@ def test_bad_hogs_per_host_is_a_clear_error(tmp_path, args, msg):
     assert not (tmp_path / "t.db").exists()
 
 
-def test_tool_path_with_a_stand_in_fio(tmp_path):
-    """A stand-in `fio` (prints recorded fio JSON) runs through the same code path as the real
-    one: per-host commands through the launcher, parsed by the fio driver, stored."""
+def stand_in_fio(tmp_path) -> dict:
+    """The environment of a stand-in `fio` that prints recorded fio JSON."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "fio").write_text(
@@ -124,12 +127,63 @@ def test_tool_path_with_a_stand_in_fio(tmp_path):
         f"case \"$*\" in *--rw=write*) cat {FIX}/fio/fio-write-1m-nj2.json;; "
         f"*) cat {FIX}/fio/fio-read-1m-nj2.json;; esac\n")
     (bindir / "fio").chmod(0o755)
-    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
+    return dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
+
+
+FIO_SWEEP = ["--tool", "fio", "--hosts", "a,b", "--launcher", "env", "--sizes", "1m", "--procs", "2", "--repeat", "1",
+             "--quiet"]
+
+
+def test_tool_path_with_a_stand_in_fio(tmp_path):
+    """A stand-in `fio` runs through the same code path as the real one: per-host commands through the launcher,
+    parsed by the fio driver, stored."""
+    env = stand_in_fio(tmp_path)
     db = tmp_path / "t.db"
-    cp = cli("measure", "--db", db, "--name", "fio", "--tool", "fio", "--hosts", "a,b",
-             "--launcher", "env", "--mount", str(tmp_path), "--sizes", "1m", "--procs", "2",
-             "--repeat", "1", "--metrics", "TL,BL,T1L,B1L", "--quiet", env=env)
+    cp = cli("measure", "--db", db, "--name", "fio", *FIO_SWEEP, "--mount", str(tmp_path),
+             "--metrics", "TL,BL,T1L,B1L", env=env)
     df = load(db, "fio")
     assert set(df["metric"]) == {"TL", "BL", "T1L", "B1L"}, cp.stderr
     assert df["ok"].all() and (df["value"] > 0).all()
     assert (df["tool"] == "fio").all() and (df["hosts"] == 2).all()
+
+
+def spinners(seconds: float) -> list:
+    """One CPU-bound process per CPU for ``seconds``."""
+    spin = f"import time\nt = time.time() + {seconds}\nwhile time.time() < t: pass\n"
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() or 1)]
+
+
+def test_a_busy_machine_is_said_before_the_sweep(tmp_path):
+    """Every CPU spinning through --look and --wait-quiet: a warning naming the CPUs' share, after the wait."""
+    env = stand_in_fio(tmp_path)
+    procs = spinners(60)
+    try:
+        cp = cli("measure", "--db", tmp_path / "t.db", "--name", "busy", *FIO_SWEEP, "--mount", str(tmp_path),
+                 "--metrics", "TL", "--look", "0.5", "--wait-quiet", "1.2", env=env)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    lines = [x for x in cp.stderr.splitlines() if "busy" in x]
+    assert len(lines) == 2, cp.stderr
+    assert lines[0].startswith("mtcenvelope: the machine is busy (CPUs ") and "waiting up to 1 s" in lines[0]
+    assert lines[1].startswith("warning: the machine is busy before the sweep (CPUs ")
+    assert re.search(r", still after waiting \d s\): an envelope measured beside other work measures that work too",
+                     lines[1])
+    cpu = int(lines[1].split("(CPUs ")[1].split("%")[0])
+    assert 50 <= cpu <= 100
+    assert len(load(tmp_path / "t.db", "busy")) == 1     # then measured anyway
+
+
+def test_the_wait_for_a_quiet_machine_ends_when_it_is_quiet(tmp_path):
+    """CPUs spinning for 2 s: the sweep waits for them (at most 60 s), says when it was quiet, and does not warn."""
+    env = stand_in_fio(tmp_path)
+    procs = spinners(2)
+    cp = cli("measure", "--db", tmp_path / "t.db", "--name", "q", *FIO_SWEEP, "--mount", str(tmp_path),
+             "--metrics", "TL", "--wait-quiet", "60", env=env)
+    for p in procs:
+        p.wait()
+    assert "mtcenvelope: the machine is busy (CPUs " in cp.stderr and "waiting up to 60 s" in cp.stderr
+    quiet = [x for x in cp.stderr.splitlines() if x.startswith("mtcenvelope: quiet after ")]
+    assert len(quiet) == 1, cp.stderr
+    assert 1 <= int(quiet[0].split()[3]) < 60 and "warning: the machine is busy" not in cp.stderr

@@ -66,6 +66,12 @@ def test_small_sweep_every_metric_placement_checked(testbed, tmp_path):
     for m in ("T1L", "T1R", "TN", "TL"):          # 2 sizes x 2 concurrencies each
         assert len(df[df.metric == m]) == 4
     assert (df["hosts"] == 4).all()
+    # the machine's load looked at for 0.5 s before the sweep (--look), kept in the run's meta
+    con = sqlite3.connect(db)
+    seen = json.loads(con.execute("SELECT meta FROM runs WHERE name = 'small'").fetchone()[0])["machine_before"]
+    con.close()
+    assert set(seen) == {"seconds", "cpu", "disk", "written_Bps", "busy", "waited_s"}
+    assert 0.5 <= seen["seconds"] < 1.5 and 0 <= seen["cpu"] <= 1 and 0 <= seen["disk"] <= 1
     # what each point rests on: files per process, ops, bytes per op (envelope/README.md)
     for (m, size, ppn), want in {("TL", 1024, 2): (16, 16), ("T1R", 1 << 20, 1): (2, 2),
                                  ("TN", 1024, 2): (1, 16), ("Tm", 0, 1): (16, 16),

@@ -45,19 +45,22 @@ from mtcio.envelope.points import parse_size  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 SIZES = "1k,4k,12k,16k,48k,64k,96k,128k,256k,512k,1m,4m,16m"
-SWEEP = ["--procs", "1,2", "--precision", "0", "--quiet"]
+# each sweep waits up to 2 minutes for a quiet machine: a copy and sync beside an envelope halved its small ops'
+# rates (RESULTS.md, pass AL)
+SWEEP = ["--procs", "1,2", "--precision", "0", "--quiet", "--wait-quiet", "120"]
 # --probe: a fixed quick sweep of every host at once, one process each, 64 KiB files in 8 KiB calls: the
 # testbed's speed at that minute (~4 s)
 PROBE = ["--host-counts", "all", "--procs", "1", "--sizes", "64k", "--metrics", "Tm,T1L,TL", "--block", "8k",
-         "--repeat", "5", "--precision", "0", "--quiet"]
+         "--repeat", "5", "--precision", "0", "--quiet", "--look", "0"]
 
 
 def sh(*argv):
     r = subprocess.run(list(argv), capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"{' '.join(argv[:3])}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
-    for line in r.stderr.splitlines():     # an envelope measured while the machine swung, said where it happened
-        if line.startswith("warning:") and "swung" in line:
+    for line in r.stderr.splitlines():     # a busy or swung machine, and a wait for quiet, said where they happened
+        if line.startswith(("warning:", "mtcenvelope: ")) and \
+                any(w in line for w in ("swung", "busy", "quiet after")):
             name = argv[argv.index("--name") + 1] if "--name" in argv else ""
             print(f"{os.path.basename(argv[0])} {name}: {line}", flush=True)
     return r.stdout
