@@ -158,7 +158,7 @@ def test_a_busy_machine_is_said_before_the_sweep(tmp_path):
     env = stand_in_fio(tmp_path)
     procs = spinners(60)
     try:
-        cp = cli("measure", "--db", tmp_path / "t.db", "--name", "busy", *FIO_SWEEP, "--mount", str(tmp_path),
+        cp = cli("measure", "--db", tmp_path / "t.db", "--name", "hot", *FIO_SWEEP, "--mount", str(tmp_path),
                  "--metrics", "TL", "--look", "0.5", "--wait-quiet", "1.2", env=env)
     finally:
         for p in procs:
@@ -172,7 +172,7 @@ def test_a_busy_machine_is_said_before_the_sweep(tmp_path):
                      lines[1])
     cpu = int(lines[1].split("(CPUs ")[1].split("%")[0])
     assert 50 <= cpu <= 100
-    assert len(load(tmp_path / "t.db", "busy")) == 1     # then measured anyway
+    assert len(load(tmp_path / "t.db", "hot")) == 1     # then measured anyway
 
 
 def test_the_wait_for_a_quiet_machine_ends_when_it_is_quiet(tmp_path):
