@@ -164,7 +164,7 @@ def test_a_busy_machine_is_said_before_the_sweep(tmp_path):
         for p in procs:
             p.kill()
             p.wait()
-    lines = [x for x in cp.stderr.splitlines() if "busy" in x]
+    lines = [x for x in cp.stderr.splitlines() if "machine is busy" in x]
     assert len(lines) == 2, cp.stderr
     assert lines[0].startswith("mtcenvelope: the machine is busy (CPUs ") and "waiting up to 1 s" in lines[0]
     assert lines[1].startswith("warning: the machine is busy before the sweep (CPUs ")
