@@ -177,8 +177,9 @@ def parser() -> argparse.ArgumentParser:
                    "testbed 1 KiB costs 0.8 ms back to back, 1.4 after 50 ms idle, 1.9 after 300)")
     m.add_argument("--look", type=float, default=0.5, metavar="SECONDS",
                    help="before the sweep, watch this machine's CPUs and disks this long and warn when other work "
-                   "keeps them busy (CPUs > 25 %% or a disk > 20 %% busy): an envelope measured beside other "
-                   "work measures it too (default 0.5; 0 = do not look). What was seen goes into the run's meta")
+                   "keeps them busy (CPUs > 25 %%, a disk > 20 %% busy or > 32 MiB/s written): an envelope "
+                   "measured beside other work measures it too (default 0.5; 0 = do not look). What was seen goes "
+                   "into the run's meta")
     m.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
                    help="when the machine is busy, look again until it is quiet, at most this long, then "
                    "measure anyway (default 0: do not wait)")

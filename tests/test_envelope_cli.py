@@ -3,6 +3,7 @@ plot, and the external-tool path (missing tool: a clear error; a stand-in tool o
 import os
 import re
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -187,3 +188,18 @@ def test_the_wait_for_a_quiet_machine_ends_when_it_is_quiet(tmp_path):
     quiet = [x for x in cp.stderr.splitlines() if x.startswith("mtcenvelope: quiet after ")]
     assert len(quiet) == 1, cp.stderr
     assert 1 <= int(quiet[0].split()[3]) < 60 and "warning: the machine is busy" not in cp.stderr
+
+
+def test_writes_to_a_disk_make_the_machine_busy(tmp_path):
+    """600 MiB written with O_DIRECT beside the look: the written rate alone makes it busy (a fast disk is seldom
+    20 % busy)."""
+    from mtcio.envelope import machine
+    dd = subprocess.Popen(["dd", "if=/dev/zero", f"of={tmp_path / 'w'}", "bs=1M", "count=600", "oflag=direct"],
+                          stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.2)
+        load = machine.look(0.5)
+    finally:
+        dd.kill()
+        dd.wait()
+    assert load.written > machine.WRITTEN_BUSY and load.busy(), load
