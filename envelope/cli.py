@@ -285,9 +285,10 @@ def cmd_measure(a) -> int:
         raise ValueError(f"--idle-ms: only the native engine sleeps between ops (not --tool {a.tool})")
     if a.idle_ms and a.young:
         raise ValueError("--idle-ms and --young: give one")
-    if not 0 <= a.look <= 60 or not 0 <= a.wait_quiet <= 86400:
-        raise ValueError(f"--look: expected 0..60 s, got {a.look}; --wait-quiet: expected 0..86400 s, got "
-                         f"{a.wait_quiet}")
+    if not 0 <= a.look <= 60:
+        raise ValueError(f"--look: expected 0..60 s, got {a.look}")
+    if not 0 <= a.wait_quiet <= 86400:
+        raise ValueError(f"--wait-quiet: expected 0..86400 s, got {a.wait_quiet}")
     if a.wait_quiet and not a.look:
         raise ValueError("--wait-quiet needs --look > 0")
     sweep = M.Sweep(sizes=a.sizes or list(M.DEFAULT_SIZES),
