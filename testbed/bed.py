@@ -6,7 +6,7 @@ import shutil
 import signal
 import time
 
-from . import fuse, gfarm, layout, network, state
+from . import fuse, gfarm, layout, network, spool, state
 from .sh import BedError, pid_alive, read_pid, run, wait_pid_file
 
 
@@ -112,6 +112,13 @@ def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse
         st["meta"]["pid"] = gfarm.start_gfmd()
         state.save(st)
         gfarm.register_hosts(names, ncpu=os.cpu_count() or 1)
+        try:
+            st["spool"] = spool.create()
+        except BedError as e:
+            spool.remove()
+            st["spool"] = {"fs": "the host's disk", "why": str(e)}
+            log(f"mtcbed: warning: the spools stay on the host's disk (no image of their own: {e})")
+        state.save(st)
         for h in st["hosts"]:
             gfarm.start_gfsd(h["name"], h["addr"])
         gfarm.wait_gfsd(names)
@@ -199,7 +206,8 @@ def down(log=print):
     st = state.load()
     from . import sshd
     found = st is not None or network.our_namespaces() or network.our_links() or gfarm.mounts() \
-        or gfarm.pwrake_mounts() or sshd.CLIENT_CONFIG.exists() or fuse.added()
+        or gfarm.pwrake_mounts() or sshd.CLIENT_CONFIG.exists() or fuse.added() \
+        or spool.mounted() or spool.IMAGE.exists()
     if not found:
         log("no testbed is up: nothing to do")
         return False
@@ -229,6 +237,7 @@ def down(log=print):
         for d in layout.MOUNT_ROOT.iterdir():
             if not gfarm.is_mounted(d):
                 step(d.rmdir)
+    step(spool.remove)
     for sub in ("hosts", "gfarm", "ssh", "pgconfig", "log"):
         shutil.rmtree(layout.STATE_DIR / sub, ignore_errors=True)
     state.clear()

@@ -58,6 +58,21 @@ def test_write_is_stored_on_the_writers_host(testbed):
         assert testbed.where(f"/via-gfreg-{host}") == [host]
 
 
+def test_spools_are_on_a_journaled_file_system_of_their_own(testbed):
+    # without a journal (this machine's disk) ext4 makes creates after deletions many times slower
+    sp = testbed.status["spool"]
+    assert sp["fs"] == "ext4 with a journal, loop-mounted image" and sp["device"].startswith("/dev/loop")
+    assert open(f"/sys/fs/ext4/{os.path.basename(sp['device'])}/journal_task").read().strip() != "<none>"
+    outer = os.stat("/var/lib/mtcbed").st_dev
+    for host in testbed.hosts:
+        spool = f"/var/lib/mtcbed/hosts/{host}/spool"
+        assert os.stat(spool).st_dev == os.stat(sp["device"]).st_rdev != outer
+    _write_random(testbed, testbed.hosts[0], "on-the-image", 70_000)
+    found = [os.path.join(d, f) for d, _, fs in os.walk(f"/var/lib/mtcbed/hosts/{testbed.hosts[0]}/spool")
+             for f in fs if os.path.getsize(os.path.join(d, f)) == 70_000]
+    assert len(found) == 1 and os.stat(found[0]).st_dev != outer
+
+
 @pytest.mark.parametrize("size", [1000, 65536 + 1, 16 * MiB])
 def test_remote_and_pipe_reads_are_byte_identical(testbed, size):
     h = testbed.hosts
@@ -159,6 +174,8 @@ def _nothing_left():
         if re.search(rf"^Uid:\s+{uid}\b", st, re.M) and not re.search(r"^State:\s+Z", st, re.M):
             left.append(f"process {pid} {open(f'/proc/{pid}/cmdline').read()!r}")
     left += [f"dir {d}" for d in os.listdir("/tmp") if d.startswith(".gfarm-gfsd")]
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    left += [f"loop device {ln}" for ln in loops.splitlines() if "/var/lib/mtcbed" in ln]
     if os.path.isdir("/var/lib/mtcbed"):  # the user's home stays; all state goes
         left += [f"state {d}" for d in os.listdir("/var/lib/mtcbed") if d != "home"]
     return left
