@@ -199,7 +199,7 @@ def _run(a) -> int:
     result = _result(wf, env, preds, measured, runs, calib, a.cell_rate)
     if axes:
         result["what_if"] = whatif.run(wf, surface, axes, refine)
-    warnings = _warnings(preds, surface) + _unsteady(envs, surfaces, a.cell_rate)
+    warnings = _warnings(preds, surface) + _unsteady(envs, surfaces, a.cell_rate) + _busy_before(envs)
     result["warnings"] = warnings
     if a.validate:
         missing = [st.name for st in wf.stages if st.name not in measured]
@@ -274,6 +274,20 @@ def _unsteady(envs, surfaces, cell_rate):
                          f"quartiles (widest {at}: {lo:.0f}-{hi:.0f} ops/s): the machine was not steady while it was "
                          "measured, and the look-ups carry its slow minutes; re-measure"
                          + (", or --cell-rate swung" if cell_rate == "mean" else ""))
+    return lines
+
+
+def _busy_before(envs):
+    """One line per envelope whose sweep began on a busy machine (`mtcenvelope measure` looked and recorded it)."""
+    lines = []
+    for e in envs:
+        m = e.machine_before
+        if m.get("busy"):
+            waited = f", still after waiting {m['waited_s']:.0f} s" if m.get("waited_s", 0) >= 1 else ""
+            lines.append(f"envelope {e.origin}: the machine was busy when its sweep began (CPUs {m.get('cpu', 0):.0%} "
+                         f"busy, disks {m.get('disk', 0):.0%} busy, {m.get('written_Bps', 0) / 2**20:.1f} MiB/s "
+                         f"written{waited}): its rates may carry that other work; re-measure on a quiet machine "
+                         "(mtcenvelope measure --wait-quiet)")
     return lines
 
 

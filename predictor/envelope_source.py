@@ -33,6 +33,11 @@ class EnvelopeData:
         return self.meta.get(key) or (self.meta.get("provenance") or {}).get(key)
 
     @property
+    def machine_before(self) -> dict:
+        """The machine's load `mtcenvelope measure --look` saw before the sweep ({} if it did not look)."""
+        return self._said("machine_before") or {}
+
+    @property
     def block(self) -> int:
         """Bytes per read/write call the envelope was measured with (mtcenvelope's default, 1 MiB, if unsaid)."""
         b = self._said("block")

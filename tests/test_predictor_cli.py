@@ -430,3 +430,25 @@ def test_unsteady_envelope_is_warned_and_quartile_reads_its_quick_repeats(tmp_pa
     assert rl.keys() == rq.keys() and any(rl[k] > 0 for k in rl)
     for k in rl:      # the quartile is the quick repeats' value; the mean, 1 / (2 x 5 + 3) x 5 of it
         assert rq[k] == pytest.approx(rl[k] * 5 / 13, rel=1e-6) if rl[k] else rq[k] == 0
+
+
+def test_an_envelope_begun_on_a_busy_machine_is_warned(tmp_path):
+    """The load `mtcenvelope measure` saw before its sweep rides in the envelope's meta: a busy one is named in a
+    warning with what was seen; a quiet one, or none recorded (the shipped envelope), gives no such warning."""
+    env = _shipped_envelope()
+    busy = {"seconds": 0.5, "cpu": 0.871, "disk": 0.05, "written_Bps": 3 << 20, "busy": True, "waited_s": 120.4}
+    env["meta"] = {**(env.get("meta") or {}), "machine_before": busy}
+    path = _write(tmp_path / "busy.yaml", env)
+    r = predict(MONTAGE, "--envelope", path, "--json", "--bootstrap", "0")
+    assert r.returncode == 0, r.stderr
+    warned = [w for w in json.loads(r.stdout)["warnings"] if "busy when its sweep began" in w]
+    assert warned == [f"envelope {path}: the machine was busy when its sweep began (CPUs 87% busy, disks 5% busy, "
+                      "3.0 MiB/s written, still after waiting 120 s): its rates may carry that other work; re-measure "
+                      "on a quiet machine (mtcenvelope measure --wait-quiet)"]
+    env["meta"]["machine_before"] = dict(busy, cpu=0.02, written_Bps=0, busy=False, waited_s=0.5)
+    quiet = _write(tmp_path / "quiet.yaml", env)
+    for p in (quiet, None):
+        args = ("--envelope", p) if p else ()
+        r = predict(MONTAGE, *args, "--json", "--bootstrap", "0")
+        assert r.returncode == 0, r.stderr
+        assert not [w for w in json.loads(r.stdout)["warnings"] if "busy" in w]
