@@ -314,10 +314,11 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
 
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
-    default = set(REFINEMENTS) - {"later_share", "later_beyond", "served_overlap", "measured_wait"}   # opt-in
+    default = set(REFINEMENTS) - {"later_share", "later_beyond", "served_overlap", "measured_wait",
+                                  "later_warm"}   # opt-in
     assert parse_refine(None) == parse_refine("default") == default
     assert parse_refine("-io_overlap,-metadata") == default - {"io_overlap", "metadata"}
-    assert parse_refine("-metadata,+later_share,+later_beyond,+served_overlap,+measured_wait") == \
+    assert parse_refine("-metadata,+later_share,+later_beyond,+served_overlap,+measured_wait,+later_warm") == \
         set(REFINEMENTS) - {"metadata"}
     assert parse_refine("-wait_ratio") == default - {"wait_ratio"}
     assert parse_refine("slots") == {"slots"}
@@ -639,7 +640,7 @@ def test_later_share_prices_later_ops_from_the_many_file_envelopes_own_first_ops
                read=Read(bytes_per_task=Dist(10 * KiB, 10 * KiB, 10 * KiB), files_per_task=10,
                          file_size=Dist(KiB, KiB, KiB), alpha=1.0))
     base = 10 * 4 / 20                                     # every op a first one at 1/T(k)
-    on, off = set(REFINEMENTS), set(REFINEMENTS) - {"later_share"}
+    on, off = set(REFINEMENTS), set(REFINEMENTS) - {"later_share", "later_warm"}
     assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (1 + 9 * 6.4 * 0.75 / 15) / 10,
                                                                          rel=1e-9)
     # off by default (opt-in): the difference of the two envelopes
@@ -656,6 +657,27 @@ def test_later_share_prices_later_ops_from_the_many_file_envelopes_own_first_ops
     # without it, warm reads take the cold envelopes' ratio of later to first ops
     assert predict_stage(st, one, "refined", off).read_s == pytest.approx(
         base * (0.5 * 0.8 + 0.5) * (1 + 9 * (6.4 - 1) / 15) / 10, rel=1e-9)
+
+
+def test_later_warm_prices_warm_later_ops_from_the_warm_envelopes_difference():
+    """later_warm (later_share off): a warm read's later op costs (n/Tn - 1/T1)/(n - 1) of the warm envelopes of
+    16 files and of one file per process; the cold reads as first_op alone prices them; opt-in."""
+    def fitted(factor, cold=True, ops=1):
+        s = EnvelopeSurface().fit([dict(p, value=p["value"] * factor) for p in sqrt_points()])
+        s.cold, s.ops_per_proc = cold, ops
+        return s
+    one = fitted(1.0)
+    one.others = [fitted(2.5, ops=16), fitted(1.25, cold=False), fitted(4.0, cold=False, ops=16)]
+    st = Stage(name="r", tasks=4, hosts=2, procs_per_host=2, files_per_process=10,
+               read=Read(bytes_per_task=Dist(10 * KiB, 10 * KiB, 10 * KiB), files_per_task=10,
+                         file_size=Dist(KiB, KiB, KiB), alpha=1.0, warm_fraction=0.5))
+    base = 10 * 4 / 20                                     # every op a first one at 1/T(k)
+    cold = (1 + 9 * (6.4 - 1) / 15) / 10                   # in units of 1/T(k), as first_op prices them
+    warm = (0.8 + 9 * (16 / 4.0 - 0.8) / 15) / 10          # first 1/1.25, later from the warm pair
+    on = set(REFINEMENTS) - {"later_share"}
+    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (0.5 * warm + 0.5 * cold), rel=1e-9)
+    assert predict_stage(st, one, "refined").read_s == pytest.approx(        # default: the cold pair's ratio
+        base * (0.5 * 0.8 + 0.5) * cold, rel=1e-9)
 
 
 def test_later_beyond_saves_a_later_large_op_the_seconds_saved_at_the_many_file_envelopes_largest_size():
