@@ -283,7 +283,9 @@ def _busy_before(envs):
     for e in envs:
         m = e.machine_before
         if m.get("busy"):
-            waited = f", still after waiting {m['waited_s']:.0f} s" if m.get("waited_s", 0) >= 1 else ""
+            # waited_s counts the first look too: more than one look's time means it looked again
+            again = m.get("waited_s", 0) > 1.5 * m.get("seconds", 0)
+            waited = f", still after waiting {m['waited_s']:.0f} s" if again else ""
             lines.append(f"envelope {e.origin}: the machine was busy when its sweep began (CPUs {m.get('cpu', 0):.0%} "
                          f"busy, disks {m.get('disk', 0):.0%} busy, {m.get('written_Bps', 0) / 2**20:.1f} MiB/s "
                          f"written{waited}): its rates may carry that other work; re-measure on a quiet machine "

@@ -445,6 +445,13 @@ def test_an_envelope_begun_on_a_busy_machine_is_warned(tmp_path):
     assert warned == [f"envelope {path}: the machine was busy when its sweep began (CPUs 87% busy, disks 5% busy, "
                       "3.0 MiB/s written, still after waiting 120 s): its rates may carry that other work; re-measure "
                       "on a quiet machine (mtcenvelope measure --wait-quiet)"]
+    env["meta"]["machine_before"] = dict(busy, seconds=2.0, waited_s=2.01)     # one 2-second look, no wait
+    once = _write(tmp_path / "once.yaml", env)
+    r = predict(MONTAGE, "--envelope", once, "--json", "--bootstrap", "0")
+    assert [w for w in json.loads(r.stdout)["warnings"] if "busy when its sweep began" in w] == [
+        f"envelope {once}: the machine was busy when its sweep began (CPUs 87% busy, disks 5% busy, 3.0 MiB/s "
+        "written): its rates may carry that other work; re-measure on a quiet machine (mtcenvelope measure "
+        "--wait-quiet)"]
     env["meta"]["machine_before"] = dict(busy, cpu=0.02, written_Bps=0, busy=False, waited_s=0.5)
     quiet = _write(tmp_path / "quiet.yaml", env)
     for p in (quiet, None):
