@@ -12,6 +12,7 @@ import numpy as np
 from . import heatmap
 from .model import TERM_LABEL, TERMS
 from .surface import SIZELESS, fmt_size, op_clock
+from .table import INTERVAL_SAID
 from .table import CELL_RATE_SAID
 
 CLASS_METRIC = (("write (1 create per round)", "TL"), ("1-to-1 read, local", "T1L"), ("1-to-1 read, remote", "T1R"),
@@ -362,6 +363,8 @@ def _html(result, imgs, measured, wf, envelope=None):
         parts.append("<tr>" + "".join(f"<td{' class=l' if i in (0, 1, 14) else ''}>{_t(c)}</td>"
                                       for i, c in enumerate(cells)) + "</tr>")
     parts.append("</table>")
+    if any(d.get("interval") for d in result["predictions"]):
+        parts.append(f"<p>{e(INTERVAL_SAID)}.</p>")
     parts.append("<h2>Attribution (share of each stage's predicted time)</h2><table><tr><th class=l>stage</th>"
                  "<th class=l>variant</th>" + "".join(f"<th>{e(TERM_LABEL[t])}</th>" for t in TERMS) + "</tr>")
     for d in result["predictions"]:

@@ -32,6 +32,10 @@ def _grid(header, rows):
     return "\n".join([fmt(header), fmt(["-" * x for x in w])] + [fmt(r) for r in rows])
 
 
+INTERVAL_SAID = ("90% interval: the envelope's own spread (its repeats resampled); not the workflow's spread from "
+                 "run to run nor the model's error (predictor/README.md, Intervals)")
+
+
 def render(result: dict) -> str:
     validated = any("measured_s" in d for d in result["predictions"])
     header = ["stage", "variant", "N", "C", "D", "α", "read s", "write s", "meta s", "total s", "90% interval",
@@ -57,6 +61,8 @@ def render(result: dict) -> str:
     if result.get("validated_runs"):
         lines.append(f"validated against: {', '.join(result['validated_runs'])}")
     lines.append(_grid(header, rows))
+    if any(d.get("interval") for d in result["predictions"]):
+        lines.append(INTERVAL_SAID)
     if validated:
         lines.append("measured: per host, the tasks' traced I/O time / the host's slots, max over hosts")
     cal = result.get("calibration")
