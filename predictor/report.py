@@ -12,8 +12,7 @@ import numpy as np
 from . import heatmap
 from .model import TERM_LABEL, TERMS
 from .surface import SIZELESS, fmt_size, op_clock
-from .table import INTERVAL_SAID
-from .table import CELL_RATE_SAID
+from .table import CELL_RATE_SAID, INTERVAL_SAID
 
 CLASS_METRIC = (("write (1 create per round)", "TL"), ("1-to-1 read, local", "T1L"), ("1-to-1 read, remote", "T1R"),
                 ("N-to-1 read", "TN"))
