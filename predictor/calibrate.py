@@ -6,6 +6,11 @@ judged only by leave-one-run-out cross-validation: for every validated trace run
 other runs predicts that run's stages. The `calibrated` rows of this prediction come from a model fit on
 every validated run except the one(s) being validated now (at least one), so it is never scored on data it was
 fit to; the cross-validation over those runs is reported when there are two or more.
+
+Its 90 % interval is the model's own held-out error, not the envelope's spread: the calibrated prediction times
+the 5th and 95th percentiles of log(measured / calibrated) over the stages of those leave-one-run-out fits (a
+cross-validated conformal interval: about 90 % of a new run's stages fall inside when runs are alike).
+It needs two or more other runs and at least 19 held-out stage errors (fewer cannot place a 95th percentile).
 """
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ import sqlite3
 from .model import TERMS
 
 MIN_RUNS = 1
+LEVEL = 0.90
+MIN_HELD_OUT = 19      # the least n with ceil((n + 1) x 0.95) <= n
 
 
 def _features(terms: dict, total: float, slots: float, k: float) -> list[float]:
@@ -51,19 +58,36 @@ def _fit(rows):
     return Ridge(alpha=1.0).fit([r["x"] for r in rows], [r["y"] for r in rows])
 
 
-def cross_validate(rows) -> dict:
-    """Leave-one-run-out: |error| % of the refined and of the calibrated prediction on each held-out run."""
-    runs = sorted({r["run"] for r in rows})
-    raw, cal = [], []
-    for held in runs:
-        train = [r for r in rows if r["run"] != held]
+def held_out(rows) -> list[tuple[dict, float]]:
+    """Leave-one-run-out: (row, its correction from a fit on the other runs) for every row."""
+    out = []
+    for held in sorted({r["run"] for r in rows}):
         test = [r for r in rows if r["run"] == held]
-        m = _fit(train)
-        for r, corr in zip(test, m.predict([r["x"] for r in test])):
-            raw.append(abs(r["predicted"] / r["measured"] - 1) * 100)
-            cal.append(abs(r["predicted"] * math.exp(corr) / r["measured"] - 1) * 100)
-    return {"runs": len(runs), "stages": len(raw), "refined_median_abs_err_pct": _median(raw),
+        m = _fit([r for r in rows if r["run"] != held])
+        out += list(zip(test, (float(c) for c in m.predict([r["x"] for r in test]))))
+    return out
+
+
+def cross_validate(pairs) -> dict:
+    """|error| % of the refined and of the calibrated prediction over the held-out (row, correction) pairs."""
+    raw = [abs(r["predicted"] / r["measured"] - 1) * 100 for r, _ in pairs]
+    cal = [abs(r["predicted"] * math.exp(c) / r["measured"] - 1) * 100 for r, c in pairs]
+    return {"runs": len({r["run"] for r, _ in pairs}), "stages": len(raw), "refined_median_abs_err_pct": _median(raw),
             "calibrated_median_abs_err_pct": _median(cal)}
+
+
+def conformal_factors(errors: list[float], level: float = LEVEL) -> tuple[float, float] | None:
+    """(low, high) factors on a prediction from held-out log errors log(measured / predicted): exp of the
+    floor((n + 1) a)-th and the ceil((n + 1) (1 - a))-th smallest, a = (1 - level) / 2. None when n is too few
+    for the second (n < MIN_HELD_OUT at the 90 % level)."""
+    e = sorted(errors)
+    n = len(e)
+    a = (1.0 - level) / 2
+    hi = math.ceil((n + 1) * (1.0 - a) - 1e-9)     # (1 - 0.9) / 2 is not 0.05 in binary: keep 40 x .95 at 38
+    if hi > n:
+        return None
+    lo = max(1, math.floor((n + 1) * a + 1e-9))
+    return math.exp(e[lo - 1]), math.exp(e[hi - 1])
 
 
 def _median(v):
@@ -80,7 +104,9 @@ def run(db: str, current_runs: list, envelope: str, preds) -> dict:
                            f"{MIN_RUNS} needed "
                            "(validate more runs with mtcpredict --validate first); no calibrated variant",
                 "rows": []}
-    cv = cross_validate(rows) if len(runs) >= 2 else None
+    pairs = held_out(rows) if len(runs) >= 2 else []
+    cv = cross_validate(pairs) if pairs else None
+    band = conformal_factors([r["y"] - c for r, c in pairs])
     model = _fit(rows)
     out = []
     for p in preds:
@@ -91,7 +117,7 @@ def run(db: str, current_runs: list, envelope: str, preds) -> dict:
         f = math.exp(corr)
         d.update(variant="calibrated", total_s=p.total_s * f, terms={t: v * f for t, v in p.terms.items()},
                  read_s=p.read_s * f, write_s=p.write_s * f, meta_s=p.meta_s * f,
-                 interval=[x * f for x in p.interval] if p.interval else None,
+                 interval=[p.total_s * f * x for x in band] if band else None,
                  notes=p.notes + [f"calibrated: refined x {f:.3g} (ridge regression on {len(rows)} stages of "
                                   f"{len(runs)} other runs)"])
         out.append(d)
@@ -99,4 +125,10 @@ def run(db: str, current_runs: list, envelope: str, preds) -> dict:
     if cv:
         summary += (f"; leave-one-run-out median |error| over them: refined {cv['refined_median_abs_err_pct']:.1f} %, "
                     f"calibrated {cv['calibrated_median_abs_err_pct']:.1f} %")
-    return {"summary": summary, "cv": cv, "rows": out}
+    if band:
+        summary += (f"; its 90 % interval: x{band[0]:.2f} to x{band[1]:.2f}, the 5th-95th percentile of its "
+                    f"{len(pairs)} held-out stage errors")
+    else:
+        summary += (f"; no 90 % interval: {len(pairs)} held-out stage errors, {MIN_HELD_OUT} needed (two or more "
+                    "other validated runs)")
+    return {"summary": summary, "cv": cv, "band": list(band) if band else None, "rows": out}

@@ -32,8 +32,8 @@ def _grid(header, rows):
     return "\n".join([fmt(header), fmt(["-" * x for x in w])] + [fmt(r) for r in rows])
 
 
-INTERVAL_SAID = ("90% interval: the envelope's own spread (its repeats resampled); not the workflow's spread from "
-                 "run to run nor the model's error (predictor/README.md, Intervals)")
+INTERVAL_SAID = ("90% interval (faithful, refined): the envelope's own spread (its repeats resampled); not the "
+                 "workflow's spread from run to run nor the model's error (predictor/README.md, Intervals)")
 
 
 def render(result: dict) -> str:

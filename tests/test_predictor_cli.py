@@ -30,10 +30,11 @@ def test_montage_with_the_shipped_envelope_table():
     assert [(x[0], x[1]) for x in rows] == [(s, v) for s in STAGES for v in ("faithful", "refined")]
     assert [x[2] for x in rows] == ["955", "955", "2770", "2770", "955", "955", "1", "1"]
     # the interval says what it holds: the envelope's spread, not the runs' or the model's
-    assert lines[-1].startswith("90% interval: the envelope's own spread (its repeats resampled); not the workflow's")
+    assert lines[-1].startswith("90% interval (faithful, refined): the envelope's own spread (its repeats "
+                                "resampled); not the workflow's")
     assert "Traceback" not in r.stderr
     plain = predict(MONTAGE, "--bootstrap", "0").stdout.splitlines()
-    assert len(plain) == len(lines) - 1 and not any(ln.startswith("90% interval:") for ln in plain)
+    assert len(plain) == len(lines) - 1 and not any(ln.startswith("90% interval") for ln in plain)
 
 
 def test_json_and_report(tmp_path):
@@ -64,7 +65,8 @@ def test_json_and_report(tmp_path):
     for s in STAGES:
         assert f"<td class=l>{s}</td>" in page
     assert page.count("data:image/png;base64,") == 5
-    assert "<p>90% interval: the envelope&#x27;s own spread (its repeats resampled); not the workflow" in page
+    assert ("<p>90% interval (faithful, refined): the envelope&#x27;s own spread (its repeats resampled); not the "
+            "workflow") in page
     assert json.loads((out / "prediction.json").read_text())["predictions"] == preds
 
 

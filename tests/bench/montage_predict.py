@@ -319,8 +319,10 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
                     if v == "refined":
                         by_stage.setdefault(stage, []).append(e)
                         by_hosts.setdefault((stage, r0["hosts"]), []).append(e)
-                    if r.get("interval"):
-                        inside.setdefault(v, []).append((stage, r["interval"][0] <= meas <= r["interval"][1]))
+                    iv = r.get("interval")
+                    if iv:
+                        inside.setdefault(v, []).append((stage, iv[0] <= meas <= iv[1],
+                                                         iv[1] / iv[0] if iv[0] > 0 else math.inf))
                     tot.setdefault(v, [0.0, 0.0])
                     tot[v][0] += r["total_s"]
                     tot[v][1] += meas
@@ -345,9 +347,10 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
                 f"{st} " + " / ".join(f"{statistics.median(by_hosts[st, h]):+.0f}" if (st, h) in by_hosts else "-"
                                       for h in hs) for st in by_stage))
     for v, xs in inside.items():
-        n_in = sum(ok for _, ok in xs)
-        worst = collections.Counter(stage for stage, ok in xs if not ok).most_common(5)
+        n_in = sum(ok for _, ok, _ in xs)
+        worst = collections.Counter(stage for stage, ok, _ in xs if not ok).most_common(5)
         print(f"measured inside the {v} 90 % interval: {n_in} of {len(xs)} stage-runs ({100 * n_in / len(xs):.0f} %); "
+              f"its high / low: median {statistics.median(w for _, _, w in xs):.2f}; "
               f"most often outside: {', '.join(f'{st} {n}' for st, n in worst) or 'none'}")
     if noise:
         print(f"spread of a stage's measured I/O time over the runs of its configuration, (max-min)/mean: "
