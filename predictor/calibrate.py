@@ -1,11 +1,15 @@
 """`--calibrate`: a learned correction of the refined model from the validations already in the db.
 
-A ridge regression (scikit-learn) of log(measured / predicted) on what the refined prediction is made of
-(each term's share of the time, log of the time, log of the slots and of the I/O concurrency). It is
-judged only by leave-one-run-out cross-validation: for every validated trace run, a model fit on the
-other runs predicts that run's stages. The `calibrated` rows of this prediction come from a model fit on
-every validated run except the one(s) being validated now (at least one), so it is never scored on data it was
-fit to; the cross-validation over those runs is reported when there are two or more.
+The refined model's errors repeat where they come from: a stage the model gets wrong by +80 % in one run of a
+workflow it gets wrong by about as much in the next, and a fan-out's error leans with the host count. So the
+correction of a stage is its own past error, log(measured / predicted) over the runs validated with this
+envelope: the mean over its runs on the same number of hosts, shrunk toward the mean over all its runs, shrunk
+toward the mean over every stage, shrunk toward none, each by LAMBDA runs' worth (a stage seen once moves half
+way to its error; one never seen takes every stage's). It is judged only by leave-one-run-out
+cross-validation: for every validated trace run, a fit on the other runs predicts that run's stages. The
+`calibrated` rows of this prediction come from a fit on every validated run except the one(s) being validated now
+(at least one), so it is never scored on data it was fit to; the cross-validation over those runs is reported
+when there are two or more.
 
 Its 90 % interval is the model's own held-out error, not the envelope's spread: the calibrated prediction times
 the 5th and 95th percentiles of log(measured / calibrated) over the stages of those leave-one-run-out fits (a
@@ -18,44 +22,51 @@ import json
 import math
 import sqlite3
 
-from .model import TERMS
-
 MIN_RUNS = 1
+LAMBDA = 1.0           # runs' worth of weight a group's mean gives the one above it
 LEVEL = 0.90
 MIN_HELD_OUT = 19      # the least n with ceil((n + 1) x 0.95) <= n
 
 
-def _features(terms: dict, total: float, slots: float, k: float) -> list[float]:
-    tot = total or 1e-12
-    return [terms.get(t, 0.0) / tot for t in TERMS] + [math.log(max(total, 1e-9)), math.log(max(slots, 1)),
-                                                         math.log(max(k, 1))]
-
-
 def history(db: str, envelope: str) -> list[dict]:
     """Validated refined predictions made with `envelope` (its origin as stored in inputs):
-    {run, stage, x, y (log measured/predicted), predicted, measured}."""
+    {run, stage, C, y (log measured/predicted), predicted, measured}."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         rows = conn.execute(
-            "SELECT r.name, p.stage, p.terms, p.inputs, p.predicted_s, v.measured_s FROM predictions p "
+            "SELECT r.name, p.stage, p.C, p.inputs, p.predicted_s, v.measured_s FROM predictions p "
             "JOIN validations v ON v.prediction_id = p.id JOIN runs r ON r.id = p.run_id "
             "WHERE p.variant = 'refined' AND v.measured_s > 0 AND p.predicted_s > 0").fetchall()
     finally:
         conn.close()
     out = []
-    for run, stage, terms, inputs, pred, meas in rows:
-        inp = json.loads(inputs or "{}")
-        if inp.get("envelope") != envelope:
+    for run, stage, C, inputs, pred, meas in rows:
+        if json.loads(inputs or "{}").get("envelope") != envelope:
             continue
-        out.append({"run": run, "stage": stage, "predicted": pred, "measured": meas,
-                    "x": _features(json.loads(terms or "{}"), pred, inp.get("slots", 1), inp.get("k", 1)),
+        out.append({"run": run, "stage": stage, "C": C, "predicted": pred, "measured": meas,
                     "y": math.log(meas / pred)})
     return out
 
 
-def _fit(rows):
-    from sklearn.linear_model import Ridge
-    return Ridge(alpha=1.0).fit([r["x"] for r in rows], [r["y"] for r in rows])
+class StageMemory:
+    """fit(rows) / predict(rows): log(measured / predicted) expected of a stage on C hosts from past rows
+    ({stage, C, y}), by the shrunk means of the module's docstring."""
+
+    def fit(self, rows):
+        self.every = _shrunk([r["y"] for r in rows], 0.0)
+        self.by_stage, self.by_hosts = {}, {}
+        for r in rows:
+            self.by_stage.setdefault(r["stage"], []).append(r["y"])
+            self.by_hosts.setdefault((r["stage"], r["C"]), []).append(r["y"])
+        return self
+
+    def predict(self, rows) -> list[float]:
+        return [_shrunk(self.by_hosts.get((r["stage"], r["C"]), []),
+                        _shrunk(self.by_stage.get(r["stage"], []), self.every)) for r in rows]
+
+
+def _shrunk(ys, prior):
+    return (sum(ys) + LAMBDA * prior) / (len(ys) + LAMBDA)
 
 
 def held_out(rows) -> list[tuple[dict, float]]:
@@ -63,8 +74,8 @@ def held_out(rows) -> list[tuple[dict, float]]:
     out = []
     for held in sorted({r["run"] for r in rows}):
         test = [r for r in rows if r["run"] == held]
-        m = _fit([r for r in rows if r["run"] != held])
-        out += list(zip(test, (float(c) for c in m.predict([r["x"] for r in test]))))
+        m = StageMemory().fit([r for r in rows if r["run"] != held])
+        out += list(zip(test, m.predict(test)))
     return out
 
 
@@ -107,21 +118,23 @@ def run(db: str, current_runs: list, envelope: str, preds) -> dict:
     pairs = held_out(rows) if len(runs) >= 2 else []
     cv = cross_validate(pairs) if pairs else None
     band = conformal_factors([r["y"] - c for r, c in pairs])
-    model = _fit(rows)
+    model = StageMemory().fit(rows)
     out = []
     for p in preds:
         if p.variant != "refined":
             continue
-        corr = float(model.predict([_features(p.terms, p.total_s, p.slots, p.k)])[0])
+        f = math.exp(model.predict([{"stage": p.stage, "C": p.C}])[0])
+        seen = (len(model.by_hosts.get((p.stage, p.C), [])), len(model.by_stage.get(p.stage, [])))
         d = p.to_dict()
-        f = math.exp(corr)
         d.update(variant="calibrated", total_s=p.total_s * f, terms={t: v * f for t, v in p.terms.items()},
                  read_s=p.read_s * f, write_s=p.write_s * f, meta_s=p.meta_s * f,
                  interval=[p.total_s * f * x for x in band] if band else None,
-                 notes=p.notes + [f"calibrated: refined x {f:.3g} (ridge regression on {len(rows)} stages of "
-                                  f"{len(runs)} other runs)"])
+                 notes=p.notes + [f"calibrated: refined x {f:.3g}, the stage's past error ({seen[0]} of its runs on "
+                                  f"{p.C} hosts, {seen[1]} on any) among {len(rows)} stages of {len(runs)} other "
+                                  "runs"])
         out.append(d)
-    summary = f"ridge on {len(rows)} validated stages of {len(runs)} other run(s), not the one(s) validated now"
+    summary = (f"each stage's past error over {len(rows)} validated stages of {len(runs)} other run(s), not the "
+               "one(s) validated now")
     if cv:
         summary += (f"; leave-one-run-out median |error| over them: refined {cv['refined_median_abs_err_pct']:.1f} %, "
                     f"calibrated {cv['calibrated_median_abs_err_pct']:.1f} %")

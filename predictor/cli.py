@@ -22,9 +22,10 @@ variants:
             for exit to close as its create, (given an envelope measured with --hogs-per-host) the CPU load
             the stage's I/O ran beside, and (given one measured with --call-gap-us) how far apart its tasks'
             calls came, computing between them, where calls apart cost more (--refine picks)
-  calibrated  (with --calibrate) the refined model corrected by a regression of its past errors,
-            judged by leave-one-run-out cross-validation; its 90 % interval is those held-out errors'
-            5th-95th percentile (from two other validated runs)
+  calibrated  (with --calibrate) the refined model times each stage's past error with this envelope
+            (its runs on as many hosts, shrunk toward all its runs' and every stage's), judged by
+            leave-one-run-out cross-validation; its 90 % interval is those held-out errors' 5th-95th
+            percentile (from two other validated runs)
 
 examples:
   mtcpredict montage_example/montage.yaml
@@ -72,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare with traced run(s) in DB (several runs: repeats, their spread is the noise floor); "
                         "stores predictions and validations in DB")
     p.add_argument("--calibrate", action="store_true",
-                   help="add the 'calibrated' variant: the refined model corrected by a regression of the errors of "
-                        "the other runs validated in the --validate db with this envelope (needs >= 1), with a 90%% "
+                   help="add the 'calibrated' variant: the refined model corrected by each stage's errors in the other "
+                        "runs validated in the --validate db with this envelope (needs >= 1), with a 90%% "
                         "interval of its held-out errors on them (needs >= 2)")
     p.add_argument("--what-if", nargs="+", metavar="KEY=V,..",
                    help="re-predict with hosts=N,.. procs=P,.. alpha=A,.. size=xF|BYTES,.. tasks=xF|N,.. "

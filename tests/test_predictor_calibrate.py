@@ -1,4 +1,5 @@
-"""`--calibrate`: the calibrated variant and its 90 % interval from held-out errors, on a real SQLite store."""
+"""`--calibrate`: the calibrated variant (each stage's past error) and its 90 % interval from held-out errors, on
+a real SQLite store."""
 import math
 import os
 
@@ -14,6 +15,7 @@ from mtcio.predictor.surface import EnvelopeSurface
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MONTAGE = os.path.join(ROOT, "montage_example", "montage.yaml")
 ENV = "testbed-env"
+LN2 = math.log(2)
 
 
 def test_conformal_factors_take_the_order_statistics():
@@ -24,15 +26,14 @@ def test_conformal_factors_take_the_order_statistics():
     assert calibrate.conformal_factors(e[:18]) is None       # ceil(19 x .95) = 19 > 18: no 95th percentile
 
 
-def _history(db, measured: dict):
-    """measured: run -> measured seconds of its stages s0, s1, ..; every prediction 1 s of writes with the same
-    slots and k, so a ridge fit on any runs predicts their mean log(measured / predicted) for every stage."""
+def _history(db, runs: dict):
+    """runs: run -> [(stage, C, measured seconds)], each predicted 1 s (of writes)."""
     conn = store.connect(db)
-    for run, times in measured.items():
+    for run, rows in runs.items():
         store.get_or_create_run(conn, run, "trace")
-        for i, m in enumerate(times):
-            pid = store.add_prediction(conn, stage=f"s{i}", variant="refined", predicted_s=1.0, run=run,
-                                       inputs={"envelope": ENV, "slots": 2, "k": 2}, terms={"write": 1.0})
+        for stage, C, m in rows:
+            pid = store.add_prediction(conn, stage=stage, variant="refined", predicted_s=1.0, run=run, C=C,
+                                       inputs={"envelope": ENV, "slots": 2 * C, "k": 2}, terms={"write": 1.0})
             store.add_validation(conn, pid, m)
     conn.close()
 
@@ -40,40 +41,60 @@ def _history(db, measured: dict):
 @pytest.fixture(scope="module")
 def refined():
     surface = EnvelopeSurface().fit(load_envelope(None).points)
-    return [p for p in predict_workflow(load(MONTAGE), surface, ("refined",), bootstrap=0)]
+    return predict_workflow(load(MONTAGE), surface, ("refined",), bootstrap=0)
+
+
+def test_each_stage_takes_its_own_past_error_shrunk(tmp_path, refined):
+    s0, s1 = refined[0], refined[1]
+    db = str(tmp_path / "h.db")
+    # stage 0 twice 2x slower than predicted on its own host count, stage 1 twice as predicted on another
+    _history(db, {r: [(s0.stage, s0.C, 2.0), (s1.stage, s1.C + 1, 1.0)] for r in ("r1", "r2")})
+    out = calibrate.run(db, ["now"], ENV, refined)
+    f = {d["stage"]: d["total_s"] / p.total_s for d, p in zip(out["rows"], refined)}
+    # every stage: 2 ln2 over 4 + 1 = 0.4 ln2; stage 0: (2 ln2 + 0.4 ln2) / 3 = 0.8 ln2; on its hosts:
+    # (2 ln2 + 0.8 ln2) / 3; stage 1: (0 + 0.4 ln2) / 3, on hosts it was never seen on the same; the others 0.4 ln2
+    assert f[s0.stage] == pytest.approx(2 ** (2.8 / 3), rel=1e-9)
+    assert f[s1.stage] == pytest.approx(2 ** (0.4 / 3), rel=1e-9)
+    assert [f[p.stage] for p in refined[2:]] == pytest.approx([2 ** 0.4] * (len(refined) - 2), rel=1e-9)
+    d0 = out["rows"][0]
+    assert d0["variant"] == "calibrated" and d0["read_s"] + d0["write_s"] + d0["meta_s"] == pytest.approx(
+        d0["total_s"])
+    assert f"2 of its runs on {s0.C} hosts, 2 on any) among 4 stages of 2 other runs" in d0["notes"][-1]
+    # 4 held-out errors: too few for an interval
+    assert out["band"] is None and d0["interval"] is None
+    assert "no 90 % interval: 4 held-out stage errors, 19 needed" in out["summary"]
 
 
 def test_interval_is_the_held_out_errors_percentiles(tmp_path, refined):
-    runs = {"r1": [1.0, 1.2, 0.9, 1.1, 1.0, 1.3, 0.8],
-            "r2": [1.5, 1.4, 1.6, 1.2, 1.5, 1.7, 1.3],
-            "r3": [0.7, 0.9, 0.6, 0.8, 1.0, 0.7, 0.9]}
+    times = {"r1": [1.0, 1.2, 0.9, 1.1, 1.0, 1.3, 0.8],
+             "r2": [1.5, 1.4, 1.6, 1.2, 1.5, 1.7, 1.3],
+             "r3": [0.7, 0.9, 0.6, 0.8, 1.0, 0.7, 0.9]}
     db = str(tmp_path / "h.db")
-    _history(db, runs)
-    logs = {r: [math.log(m) for m in ms] for r, ms in runs.items()}
-    # each run's errors against the mean log ratio of the two others (the fit that left it out)
-    held = [y - sum(sum(logs[o]) for o in logs if o != r) / 14 for r in logs for y in logs[r]]
-    want = (math.exp(min(held)), math.exp(max(held)))      # 21 errors: the 1st and the 21st
+    _history(db, {r: [(f"s{i}", 2, m) for i, m in enumerate(ts)] for r, ts in times.items()})
+    y = {r: [math.log(m) for m in ts] for r, ts in times.items()}
+
+    def left_out(r, i):      # stage i of run r from the fit on the two other runs, by the three shrunk means
+        o = [v for q, v in y.items() if q != r]
+        every = sum(map(sum, o)) / 15
+        stage = (o[0][i] + o[1][i] + every) / 3
+        return (o[0][i] + o[1][i] + stage) / 3
+    held = sorted(y[r][i] - left_out(r, i) for r in y for i in range(7))
     out = calibrate.run(db, ["now"], ENV, refined)
-    assert out["band"] == pytest.approx(want)
-    assert len(out["rows"]) == len(refined) == 4
+    assert out["band"] == pytest.approx([math.exp(held[0]), math.exp(held[-1])])   # 21 errors: 1st and 21st
+    assert out["cv"]["stages"] == 21 and out["cv"]["runs"] == 3
+    f = math.exp(sum(map(sum, y.values())) / 22)   # montage's stages were never validated: every stage's mean
     for d, p in zip(out["rows"], refined):
-        f = math.exp(sum(sum(v) for v in logs.values()) / 21)   # the fit on all three runs: their mean
-        assert d["variant"] == "calibrated" and d["total_s"] == pytest.approx(p.total_s * f, rel=1e-3)
-        assert d["interval"] == pytest.approx([d["total_s"] * want[0], d["total_s"] * want[1]], rel=1e-3)
+        assert d["total_s"] == pytest.approx(p.total_s * f, rel=1e-9)
+        assert d["interval"] == pytest.approx([d["total_s"] * x for x in out["band"]])
     assert "its 90 % interval: x" in out["summary"] and "of its 21 held-out stage errors" in out["summary"]
     # the run validated now is never part of its own calibration
     assert calibrate.run(db, ["r3"], ENV, refined)["band"] is None
 
 
-def test_too_few_held_out_errors_give_no_interval(tmp_path, refined):
+def test_no_history_no_calibrated_rows(tmp_path, refined):
     db = str(tmp_path / "h.db")
-    _history(db, {"r1": [1.0] * 7, "r2": [2.0] * 7})
+    _history(db, {"r1": [("s0", 2, 1.0)]})
+    assert calibrate.run(db, ["r1"], ENV, refined)["rows"] == []          # its own validation is not history
+    assert calibrate.run(db, ["now"], "other-env", refined)["rows"] == []  # nor another envelope's
     out = calibrate.run(db, ["now"], ENV, refined)
-    assert out["band"] is None and all(d["interval"] is None for d in out["rows"]) and len(out["rows"]) == 4
-    assert "no 90 % interval: 14 held-out stage errors, 19 needed" in out["summary"]
-    one = str(tmp_path / "one.db")
-    _history(one, {"r1": [1.0] * 7})
-    out = calibrate.run(one, ["now"], ENV, refined)
-    assert out["band"] is None and "0 held-out stage errors" in out["summary"]
-    # another envelope's validations are not this one's history
-    assert calibrate.run(db, ["now"], "other-env", refined)["rows"] == []
+    assert len(out["rows"]) == len(refined) and out["cv"] is None and out["band"] is None
