@@ -6,8 +6,8 @@ reads); the --bracket envelopes last, and again after the runs), then for tiles 
 traced under Rake with the plugin and placement (2 slots per host), each configuration --repeat times; `mtcprof
 model` of every run, and `mtcpredict --validate` of each run from the model of another run of its configuration,
 with every envelope (faithful, refined and, once two runs are validated, calibrated: each stage's errors in the
-runs validated before it only). The spread of the configuration's runs is printed beside every error, and at the end
-the floor it sets: the error of the one time per configuration and stage nearest all its runs.
+runs validated before it only). The spread of the configuration's runs is printed beside every error, and at the
+end the floor it sets: the error of the one time per configuration and stage nearest all its runs.
 Per stage: measured I/O time, predicted, error %; then median and p90 of |error| over every stage of every
 run, per variant, for all stages and for the stages whose measured I/O time is >= 50 ms, how many stage-runs
 fall inside their 90 % interval (100 envelope resamples) and which stages most often do not, each stage's signed

@@ -4,8 +4,9 @@ Accuracy: write-only, 1-to-1 read (local and remote replicas) and N-to-1 read st
 counts x 2 processes per host, N = 4 rounds of slots, each run twice (two trace runs: their spread is the noise
 floor), traced by the real shim on a 4-host testbed; the envelope is measured separately in the same testbed
 session with one file per process, as the stages' tasks do (on this testbed a process's first small-file
-op costs more than its later ones). Per stage: measured I/O time (both runs), predicted (faithful, refined, calibrated: each stage's error in
-the other run only), error %; median and p90 of |error| per variant. Targets: refined <= 10 % median, <= 20 % p90.
+op costs more than its later ones). Per stage: measured I/O time (both runs), predicted (faithful, refined,
+calibrated: each stage's error in the other run only), error %; median and p90 of |error| per variant.
+Targets: refined <= 10 % median, <= 20 % p90.
 Speed: mtcpredict for 10 stages with the report (64x64 maps) and the table alone, against `python -c pass`.
 
     python tests/bench/predict_bench.py [--quick] [--keep DIR] [--speed-only] [--keep DIR --predict-only]
