@@ -15,7 +15,6 @@ from mtcio.predictor.surface import EnvelopeSurface
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MONTAGE = os.path.join(ROOT, "montage_example", "montage.yaml")
 ENV = "testbed-env"
-LN2 = math.log(2)
 
 
 def test_conformal_factors_take_the_order_statistics():
