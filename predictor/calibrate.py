@@ -25,7 +25,8 @@ import sqlite3
 MIN_RUNS = 1
 LAMBDA = 1.0           # runs' worth of weight a group's mean gives the one above it
 LEVEL = 0.90
-MIN_HELD_OUT = 19      # the least n with ceil((n + 1) x 0.95) <= n
+# the least n with ceil((n + 1) (1 + LEVEL) / 2) <= n: 19 at 90 %
+MIN_HELD_OUT = math.ceil((1 + LEVEL) / (1 - LEVEL) - 1e-9)
 
 
 def history(db: str, envelope: str) -> list[dict]:
