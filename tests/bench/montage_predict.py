@@ -15,7 +15,7 @@ error (median over the runs, and per host count), and the whole workflow's I/O t
 
     python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m,8k]
                                           [--loaded H] [--apart US] [--writes-ab MS] [--keep DIR | --predict-only DIR]
-                                          [-- MTCPREDICT OPTIONS]
+                                          [--main-only] [-- MTCPREDICT OPTIONS]
 (--loaded H, default 1: every --block envelope's TL, BL, T1L and B1L also measured beside H computing processes per
 host, round by round with it; the refined model blends them in by each stage's traced cpu_load, and every run is
 predicted a second time without them. --apart US, default 200: every --block envelope's TL and BL also measured
@@ -575,6 +575,10 @@ def main():
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
                     help="rebuild the workflow models of the runs kept in DIR and predict them again (no testbed)")
+    ap.add_argument("--main-only", action="store_true",
+                    help="predict once, with the envelopes as measured, and skip the comparisons that predict every "
+                         "run again without some of them; with --predict-only DIR -- --bootstrap 0 a kept pass is "
+                         "scored in about a minute (a model change tried in sample)")
     ap.add_argument("predict_args", nargs="*", help="more mtcpredict options, after --")
     a = ap.parse_args()
     unknown = [b for b in a.bracket if b not in a.block.split(",") + ["warm", "young", "many", "warm-many"]]
@@ -590,8 +594,9 @@ def main():
         models(db, work, kept["runs"])
         envs = kept.get("envelopes")
         predict_all(a, work, db, kept["runs"], w, h, envs)
-        again(a, work, db, kept["runs"], w, h, envs, kept.get("loaded"), kept.get("writes_ab"), kept.get("apart"),
-              kept.get("t_runs"), kept.get("kernel_load"))
+        if not a.main_only:
+            again(a, work, db, kept["runs"], w, h, envs, kept.get("loaded"), kept.get("writes_ab"), kept.get("apart"),
+                  kept.get("t_runs"), kept.get("kernel_load"))
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
         return
     tiles = [int(x) for x in a.tiles.split(",")]
@@ -608,8 +613,9 @@ def main():
         models(db, work, runs)
         envs = envelope_names(a, a.loaded, a.apart)
         predict_all(a, work, db, runs, w, h, envs)
-        again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab, a.apart, t_runs if a.bracket else None,
-              a.kernel_load)
+        if not a.main_only:
+            again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab, a.apart, t_runs if a.bracket else None,
+                  a.kernel_load)
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
     finally:
         if hold is not None:
