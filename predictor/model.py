@@ -22,7 +22,7 @@ REFINEMENTS = ("slots", "partial_round", "size_lookup", "files", "reread", "meta
 # off unless asked (--refine=+NAME): refinements that failed their held-out rule (montage_example/RESULTS.md).
 # later_share on pass V: median 40.5 -> 31.4 %, concatFit +75 -> +46 %, but mOverlaps, mDiff and mViewer farther;
 # on pass AK served_overlap 11.6 -> 12.2 %, measured_wait 11.6 -> 13.8 % (the 4-host fan-outs +50..+90 %)
-# later_warm on pass AP: median 15.9 -> 14.1 %, concatFit +86 -> +54 %, but mImgtbl-proj, -corr and mViewer farther
+# later_warm held out on AP and AT: median 15.9 -> 14.1, 16.9 -> 14.7 %, but concatFit +48 -> +69 % on AT, p90 up
 OPT_IN = ("later_share", "later_beyond", "served_overlap", "measured_wait", "later_warm")
 DEFAULT = tuple(x for x in REFINEMENTS if x not in OPT_IN)
 VARIANTS = ("faithful", "refined")
