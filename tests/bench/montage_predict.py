@@ -457,6 +457,8 @@ def again(a, work, db, runs, w, h, envs, loaded, writes_ab, apart=None, t_runs=N
     the idle ones, with the envelopes measured before the runs only (when some were bracketed), without the envelope
     of young reads, without the twins of calls apart, without the loaded twins, and with the writers computing
     first."""
+    if a.main_only:
+        return
     if kernel_load:
         print(f"\n==== the same runs predicted from the envelopes measured beside {kernel_load} computing process(es) "
               f"per kernel (round by round with those above)", flush=True)
@@ -594,9 +596,8 @@ def main():
         models(db, work, kept["runs"])
         envs = kept.get("envelopes")
         predict_all(a, work, db, kept["runs"], w, h, envs)
-        if not a.main_only:
-            again(a, work, db, kept["runs"], w, h, envs, kept.get("loaded"), kept.get("writes_ab"), kept.get("apart"),
-                  kept.get("t_runs"), kept.get("kernel_load"))
+        again(a, work, db, kept["runs"], w, h, envs, kept.get("loaded"), kept.get("writes_ab"), kept.get("apart"),
+              kept.get("t_runs"), kept.get("kernel_load"))
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
         return
     tiles = [int(x) for x in a.tiles.split(",")]
@@ -613,9 +614,8 @@ def main():
         models(db, work, runs)
         envs = envelope_names(a, a.loaded, a.apart)
         predict_all(a, work, db, runs, w, h, envs)
-        if not a.main_only:
-            again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab, a.apart, t_runs if a.bracket else None,
-                  a.kernel_load)
+        again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab, a.apart, t_runs if a.bracket else None,
+              a.kernel_load)
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
     finally:
         if hold is not None:
