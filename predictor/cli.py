@@ -40,6 +40,9 @@ exit codes: 0 ok, 1 failed, 2 bad input (workflow, envelope, options), 130 inter
 """
 
 
+MAX_BOOTSTRAP = 10000     # each resample predicts every stage again: 1,000 take ~15 s on a 28-stage model
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .model import OPT_IN, REFINEMENTS
     from .surface import CELL_RATES
@@ -50,7 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("workflow", metavar="WORKFLOW.yaml", nargs="?", help="workflow model (`mtcprof model` writes one)")
     p.add_argument("--envelope", metavar="DB[:NAME]|FILE.yaml|FILE.csv", action="append",
                    help="envelope to predict from: a db (its latest envelope run, or NAME), or an `mtcenvelope "
-                        "export` file (default: the envelope shipped with mtcio, measured on a 4-host testbed). "
+                        "export` file (default: the envelope run the workflow model names, `mtcprof model "
+                        "--envelope-run`, in the db it was modelled from; else the envelope shipped with mtcio, "
+                        "measured on a 4-host testbed; a CSV export carries no measurement conditions, so it "
+                        "can only be given alone). "
                         "Give it again for envelopes of the same file system measured with other bytes per call "
                         "(`mtcenvelope measure --block`), warm reads (--drop-caches off) or young ones (--young): "
                         "the refined model looks each stage's reads and writes up in the one nearest their traced "
@@ -70,8 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"({'all but ' + ', '.join(OPT_IN) if OPT_IN else 'all'}), all, none, a "
                         f"list ({','.join(REFINEMENTS)}) or the default less or plus some (-io_overlap,+wait_ratio)")
     p.add_argument("--validate", metavar="DB[:RUN[,RUN..]]",
-                   help="compare with traced run(s) in DB (several runs: repeats, their spread is the noise floor); "
-                        "stores predictions and validations in DB")
+                   help="compare with traced run(s) in DB (several runs: repeats, their spread is the noise floor; "
+                        "DB alone: the model's own run if DB has it, else DB's latest trace run); each run must have "
+                        "the model's task count in every stage; stores predictions and validations in DB")
     p.add_argument("--calibrate", action="store_true",
                    help="add the 'calibrated' variant: the refined model corrected by each stage's errors in the other "
                         "runs validated in the --validate db with this envelope (needs >= 1), with a 90%% "
@@ -82,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="write prediction.json, PNG maps and report.html into DIR")
     p.add_argument("--json", action="store_true", help="print everything as JSON on stdout instead of the table")
     p.add_argument("--bootstrap", type=int, default=100, metavar="N",
-                   help="envelope resamples for the 90%% intervals (default 100; 0: no intervals): of one run's stage time "
+                   help=f"envelope resamples for the 90%% intervals (default 100, at most {MAX_BOOTSTRAP:,}; 0: no "
+                        "intervals): of one run's stage time "
                         "(refined: a stage doing fewer ops at an envelope point than it has repeats draws that many "
                         "of them), of the mean's (faithful)")
     p.add_argument("--files", choices=("auto", "gfarm", "all"), default="auto",
@@ -106,14 +114,8 @@ def main(argv=None) -> int:
         args.workflow = args.what_if.pop()     # `--what-if K=V WORKFLOW.yaml`: the list took the file
     if args.workflow is None:
         parser.error("the following arguments are required: WORKFLOW.yaml")
-    try:
-        return _run(args)
-    except KeyboardInterrupt:
-        print("mtcpredict: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        sys.stderr.close()
-        return 0
+    from mtcio.exitcodes import guard
+    return guard("mtcpredict", _run, args)
 
 
 def _fail(msg, code=2):
@@ -126,8 +128,9 @@ def _run(a) -> int:
 
     from . import envelope_source, predict, whatif
     from .surface import EnvelopeError, EnvelopeSurface
-    if a.bootstrap < 0:
-        return _fail("--bootstrap must be >= 0")
+    if not 0 <= a.bootstrap <= MAX_BOOTSTRAP:
+        return _fail(f"--bootstrap: {a.bootstrap} resamples; give 0 to {MAX_BOOTSTRAP:,} (each one predicts every "
+                     "stage again)")
     try:
         refine = predict.parse_refine(a.refine)
         axes = whatif.parse(a.what_if) if a.what_if else None
@@ -135,14 +138,23 @@ def _run(a) -> int:
         return _fail(str(e))
     if a.calibrate and not a.validate:
         return _fail("--calibrate needs --validate DB:RUN (the db holding the past validations)")
+    if a.calibrate and a.variant == "faithful":
+        return _fail("--calibrate corrects the refined variant: give --variant refined or all")
     try:
         wf = load(a.workflow)
     except ModelError as e:
         return _fail(str(e))
     try:
-        envs = [envelope_source.load(x) for x in (a.envelope or [None])]
+        envs = [envelope_source.load(x) for x in (a.envelope or [envelope_source.of_model(wf)])]
     except envelope_source.EnvelopeSourceError as e:
         return _fail(str(e))
+    twice = [e.origin for i, e in enumerate(envs) if any(e.origin == f.origin for f in envs[:i])]
+    if twice:
+        return _fail(f"envelope {twice[0]} given twice")
+    csvs = [e.origin for e in envs if e.from_csv]
+    if csvs and len(envs) > 1:
+        return _fail(f"envelope {csvs[0]}: a CSV export carries no measurement conditions (call size, cache state, "
+                     "files per process...), which envelopes used together differ by: give the YAML export or the db")
     surfaces = []
     for e in envs:
         if e.idle_ms:
@@ -152,7 +164,7 @@ def _run(a) -> int:
         sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us = e.block, e.cold, e.ops_per_proc, e.hogs, e.call_gap_us
         sf.young = e.young
         if not sf.grids:
-            return _fail(f"envelope {e.origin}: no ok point")
+            return _fail(f"envelope {e.origin}: no usable point ({envelope_source.unusable(e.points)})")
         same = [x for x, s in zip(envs, surfaces)
                 if (s.block, s.cold, s.ops_per_proc, s.hogs, s.gap_us, s.young) ==
                 (sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us, sf.young)]
@@ -176,6 +188,9 @@ def _run(a) -> int:
     surface = surfaces[0]
     surface.others = surfaces[1:]
     env = envelope_source.combined(envs)
+    if env.from_csv:
+        print(f"mtcpredict: envelope {env.origin}: a CSV export carries no measurement conditions: taken as "
+              "measured with 1 MiB calls, cold reads, idle hosts (the YAML export or the db says)", file=sys.stderr)
     if env.origin == "shipped":
         prov = env.meta.get("provenance", {})
         print(f"mtcpredict: no --envelope given: using the envelope shipped with mtcio ({prov.get('testbed', '?')}, "
@@ -298,10 +313,25 @@ def _busy_before(envs):
 
 def _measure_all(ms, spec, files, wf):
     db, runs = ms.parse_spec(spec)
-    names = runs.split(",") if runs else [None]
+    names = [r.strip() for r in runs.split(",")] if runs else [ms.own_run(db, wf.run)]
+    if "" in names:
+        raise ms.ValidationError(f"--validate {spec}: an empty run name")
+    twice = [r for i, r in enumerate(names) if r is not None and r in names[:i]]
+    if twice:
+        raise ms.ValidationError(f"--validate {spec}: run {twice[0]} named twice (repeats are different runs)")
     slots = {s.name: (s.procs_per_host or 1) for s in wf.stages}
     per_run = [ms.measure(db, r, files, slots) for r in names]
     names = [m.pop("_run") for m in per_run]
+    # another workflow's run (other tile count, other stages' fan-out) would score the model against what it never
+    # described, and feed that error to --calibrate
+    other = [(r, st.name, m[st.name]["tasks"], st.tasks) for r, m in zip(names, per_run) for st in wf.stages
+             if st.name in m and m[st.name].get("tasks") not in (None, st.tasks)]
+    if other:
+        r, name, got, want = other[0]
+        more = f" (and {len(other) - 1} more stage-run(s))" if len(other) > 1 else ""
+        raise ms.ValidationError(f"--validate {spec}: run {r} ran {got} {name} task(s), the model {want}{more}: "
+                                 "validate against a run of the workflow the model describes (model that run "
+                                 "with `mtcprof model` to predict it)")
     out = {}
     for st in wf.stages:
         vals = [m[st.name] for m in per_run if st.name in m]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ class EnvelopeData:
     meta: dict = field(default_factory=dict)
     run: str | None = None    # envelope run name in a db (for predictions rows)
     db: str | None = None
+    from_csv: bool = False    # a CSV export: points without the measurement's conditions (meta)
 
     def _said(self, key):
         """What the envelope's meta says of `key`, or its provenance (an exported envelope's)."""
@@ -85,7 +87,67 @@ def combined(envs: list) -> EnvelopeData:
     if len(envs) == 1:
         return envs[0]
     first = envs[0]
-    return EnvelopeData(first.name, "+".join(e.origin for e in envs), first.points, first.meta, first.run, first.db)
+    return EnvelopeData(first.name, "+".join(e.origin for e in envs), first.points, first.meta, first.run, first.db,
+                        first.from_csv)
+
+
+def of_model(wf) -> str | None:
+    """The envelope a workflow model names (`mtcprof model --envelope-run`) as DB:NAME in the db it was modelled
+    from; None (the shipped one) when it names none. EnvelopeSourceError when it names one that is not there."""
+    run = (wf.envelope or {}).get("run") if isinstance(wf.envelope, dict) else None
+    if not run:
+        return None
+    db = (wf.source or {}).get("db") if isinstance(wf.source, dict) else None
+    if not db or not os.path.isfile(db):
+        raise EnvelopeSourceError(f"the workflow model names envelope run {run!r} of db {db or '(none given)'}, "
+                                  "which is not there: give --envelope DB:NAME")
+    return f"{db}:{run}"
+
+
+def unusable(points) -> str:
+    """Why none of `points` can be used, counted by reason (for 'no usable point')."""
+    from .surface import METRICS
+    why = {"not ok": 0, "unknown metric": 0, "no value": 0, "value not a number > 0": 0}
+    names = set()
+    for p in points:
+        if not p.get("ok", True):
+            why["not ok"] += 1
+        elif p.get("metric") not in METRICS:
+            why["unknown metric"] += 1
+            names.add(str(p.get("metric")))
+        elif p.get("value") is None:
+            why["no value"] += 1
+        else:
+            why["value not a number > 0"] += 1
+    out = ", ".join(f"{n} {k}" for k, n in why.items() if n) or "no points"
+    if names:
+        out += f" ({', '.join(sorted(names)[:5])}; known: {', '.join(METRICS)})"
+    return f"{len(points)} point(s): {out}"
+
+
+# meta fields the predictor reads, and what each must be (an export edited by hand, or written by another tool)
+_META_INT = ("block", "ops_per_proc", "hogs_per_host", "idle_ms", "call_gap_us")
+
+
+def _check_meta(meta, origin) -> dict:
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise EnvelopeSourceError(f"envelope {origin}: meta: must be a mapping, not {type(meta).__name__}")
+    for where, m in (("meta", meta), ("meta.provenance", meta.get("provenance"))):
+        if m is None:
+            continue
+        if not isinstance(m, dict):
+            raise EnvelopeSourceError(f"envelope {origin}: {where}: must be a mapping")
+        for k in _META_INT:
+            v = m.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise EnvelopeSourceError(f"envelope {origin}: {where}.{k}: {v!r} is not a whole number >= 0")
+        if m.get("young") is not None and not isinstance(m["young"], bool):
+            raise EnvelopeSourceError(f"envelope {origin}: {where}.young: {m['young']!r} is not true or false")
+        if m.get("machine_before") is not None and not isinstance(m["machine_before"], dict):
+            raise EnvelopeSourceError(f"envelope {origin}: {where}.machine_before: must be a mapping")
+    return meta
 
 
 def _is_sqlite(path):
@@ -115,6 +177,8 @@ def load(spec: str | None) -> EnvelopeData:
         return _yaml(path)
     except OSError as e:
         raise EnvelopeSourceError(f"envelope {path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise EnvelopeSourceError(f"envelope {path}: not a text file (nor an SQLite db)") from None
 
 
 def _db(path, name):
@@ -135,12 +199,20 @@ def _db(path, name):
         rid, name, meta = match[0]
     cols = ("metric", "file_size", "procs_per_host", "hosts", "value", "unit", "repeat", "tool", "config", "ok",
             "error")
-    rows = conn.execute(f"SELECT {', '.join(cols)} FROM envelope_points WHERE run_id = ?", (rid,)).fetchall()
-    conn.close()
+    try:
+        rows = conn.execute(f"SELECT {', '.join(cols)} FROM envelope_points WHERE run_id = ?", (rid,)).fetchall()
+        meta = json.loads(meta) if meta else {}
+    except sqlite3.DatabaseError as e:
+        raise EnvelopeSourceError(f"envelope {path}:{name}: not a readable mtcio db ({e})") from None
+    except ValueError:
+        raise EnvelopeSourceError(f"envelope {path}:{name}: the run's meta is not JSON") from None
+    finally:
+        conn.close()
     pts = [dict(zip(cols, r)) for r in rows]
     for p in pts:
         p["ok"] = bool(p["ok"])
-    return EnvelopeData(name, f"{path}:{name}", pts, json.loads(meta) if meta else {}, run=name, db=path)
+    origin = f"{path}:{name}"
+    return EnvelopeData(name, origin, pts, _check_meta(meta, origin), run=name, db=path)
 
 
 def _yaml(path):
@@ -159,35 +231,59 @@ def _yaml(path):
     if not isinstance(pts, list):
         raise EnvelopeSourceError(f"envelope {path}: points: must be a list")
     return EnvelopeData(str(doc.get("run") or os.path.basename(path)), path, [_check(p, path, i) for i, p in
-                                                                              enumerate(pts)], doc.get("meta") or {})
+                                                                              enumerate(pts)],
+                        _check_meta(doc.get("meta"), path))
 
 
 def _csv(path):
     with open(path, newline="") as fh:
         rd = csv.DictReader(fh)
+        lack = [c for c in _REQUIRED if c not in (rd.fieldnames or [])]
+        if lack:
+            raise EnvelopeSourceError(f"envelope {path}: no column {', '.join(lack)} in its header (an `mtcenvelope "
+                                      f"export --format csv` has {', '.join(_REQUIRED)}, value, ok, ...)")
         pts = []
         for i, r in enumerate(rd):
             try:
                 r["value"] = float(r["value"]) if r.get("value") not in (None, "") else None
-                r["ok"] = str(r.get("ok", "")).strip().lower() in ("1", "true", "yes")
+                r["ok"] = _flag(r.get("ok"), True)
             except (ValueError, AttributeError):
                 raise EnvelopeSourceError(f"envelope {path}: row {i + 2}: value {r.get('value')!r} is not a "
                                           f"number") from None
             pts.append(_check(r, path, i + 2))
     if not pts:
         raise EnvelopeSourceError(f"envelope {path}: no points")
-    return EnvelopeData(str(pts[0].get("run") or os.path.basename(path)), path, pts)
+    return EnvelopeData(os.path.basename(path), path, pts, from_csv=True)
+
+
+_REQUIRED = ("metric", "file_size", "hosts", "procs_per_host")
+
+
+def _flag(v, default):
+    """A point's ok as written by YAML (true/false), CSV ("True"/"False", 1/0) or a hand: anything else is None."""
+    if v is None or v == "":
+        return default
+    if isinstance(v, bool):
+        return v
+    t = str(v).strip().lower()
+    return True if t in ("1", "true", "yes") else False if t in ("0", "false", "no") else None
 
 
 def _check(p, path, i):
     if not isinstance(p, dict):
         raise EnvelopeSourceError(f"envelope {path}: point {i}: must be a mapping")
+    lack = [c for c in _REQUIRED if p.get(c) in (None, "")]
+    if lack:
+        raise EnvelopeSourceError(f"envelope {path}: point {i}: no {', '.join(lack)}")
+    ok = _flag(p.get("ok"), True)
+    if ok is None:
+        raise EnvelopeSourceError(f"envelope {path}: point {i}: ok: {p.get('ok')!r} is not true or false")
     try:
         out = {"metric": str(p["metric"]), "file_size": int(p["file_size"]), "hosts": int(p["hosts"]),
-               "procs_per_host": int(p["procs_per_host"]), "value": p.get("value"), "ok": bool(p.get("ok", True)),
+               "procs_per_host": int(p["procs_per_host"]), "value": p.get("value"), "ok": ok,
                "repeat": int(p.get("repeat") or 0), "tool": p.get("tool"), "config": p.get("config")}
-    except (KeyError, TypeError, ValueError) as e:
-        raise EnvelopeSourceError(f"envelope {path}: point {i}: {type(e).__name__}: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise EnvelopeSourceError(f"envelope {path}: point {i}: {e}") from None
     if out["hosts"] < 1 or out["procs_per_host"] < 1 or out["file_size"] < 0:
         raise EnvelopeSourceError(f"envelope {path}: point {i}: hosts/procs must be >= 1, size >= 0")
     if out["value"] is not None:
@@ -195,4 +291,7 @@ def _check(p, path, i):
             out["value"] = float(out["value"])
         except (TypeError, ValueError):
             raise EnvelopeSourceError(f"envelope {path}: point {i}: value {out['value']!r} is not a number") from None
+        if out["ok"] and not (math.isfinite(out["value"]) and out["value"] > 0):
+            raise EnvelopeSourceError(f"envelope {path}: point {i}: value {out['value']!r}: an ok point's rate must be "
+                                      "a number > 0")
     return out

@@ -29,6 +29,22 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     return db, run or None
 
 
+def own_run(db: str, run: str | None) -> str | None:
+    """`run` (the model's own) if `db` holds a trace run of that name, else None (the db's latest trace run)."""
+    import sqlite3
+    if not run:
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            hit = conn.execute("SELECT 1 FROM runs WHERE kind = 'trace' AND name = ?", (run,)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None            # measure() says what is wrong with the db
+    return run if hit else None
+
+
 def measure(db: str, run: str | None, scope: str = "auto", slots_per_host: dict | None = None) -> dict:
     """stage name -> {measured_s, span_s, tasks, hosts, per_host_s, balance..., io_concurrency}."""
     import os

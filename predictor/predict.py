@@ -59,6 +59,11 @@ def parse_refine(text: str | None):
     if text == "none":
         return set()
     items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise ValueError(f"--refine {text!r}: no refinement named (for none of them: --refine none)")
+    words = [x for x in items if x in ("default", "all", "none")]
+    if words:
+        raise ValueError(f"--refine: {words[0]!r} stands alone (--refine {words[0]}), not in a list")
     neg = [x[1:] for x in items if x.startswith("-")]
     plus = [x[1:] for x in items if x.startswith("+")]
     pos = [x for x in items if x[0] not in "+-"]

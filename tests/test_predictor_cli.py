@@ -187,6 +187,9 @@ def test_second_envelope_at_the_stage_call_size(tmp_path):
     _, off = stage("--envelope", big, "--envelope", small, "--refine=-call_size")
     assert off["write_s"] == pytest.approx(one["write_s"], rel=1e-9)
     r = predict(MONTAGE, "--envelope", big, "--envelope", big)
+    assert r.returncode == 2 and r.stderr == f"mtcpredict: envelope {big} given twice\n", r.stderr
+    again = _write(tmp_path / "again.yaml", _shipped_envelope())
+    r = predict(MONTAGE, "--envelope", big, "--envelope", again)
     assert r.returncode == 2 and "were both measured with 1,048,576-byte calls, cold reads" in r.stderr, r.stderr
 
 
