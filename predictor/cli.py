@@ -215,9 +215,12 @@ def _run(a) -> int:
         from . import measured as ms
         calib = calibrate.run(ms.parse_spec(a.validate)[0], runs, env.origin, preds)
     result = _result(wf, env, preds, measured, runs, calib, a.cell_rate)
+    wi_preds = []
     if axes:
-        result["what_if"] = whatif.run(wf, surface, axes, refine)
+        result["what_if"] = whatif.run(wf, surface, axes, refine, keep=wi_preds)
     warnings = _warnings(preds, surface) + _unsteady(envs, surfaces, a.cell_rate) + _busy_before(envs)
+    said = set(warnings)     # a what-if beyond the envelope is said apart, once per line the main one has not
+    warnings += [f"--what-if: {w}" for w in _warnings(wi_preds, surface) if w not in said]
     result["warnings"] = warnings
     if a.validate:
         missing = [st.name for st in wf.stages if st.name not in measured]
@@ -271,7 +274,7 @@ def _warnings(preds, surface):
         lines.append(f"{', '.join(small)}: write calls far smaller than the envelope's {surface.block:,}-byte calls; "
                      "such writes can cost several times more (measure the envelope with --block)")
     for want, got in sorted(hosts.items()):
-        lines.append(f"stages on {want} hosts looked up in the envelope's {', '.join(map(str, sorted(got)))}-host "
+        lines.append(f"stages on {want} host{'s' if want != 1 else ''} looked up in the envelope's {', '.join(map(str, sorted(got)))}-host "
                      "points at the same concurrency")
     return lines
 

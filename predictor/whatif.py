@@ -107,12 +107,15 @@ def _scale_sizes(s, v, absolute):
     s.envelope = None
 
 
-def run(wf, surface, axes, refine=None, variant="refined") -> list[dict]:
-    """One row per (combination, stage): label, stage, total_s, read/write/meta, dominant."""
+def run(wf, surface, axes, refine=None, variant="refined", keep: list | None = None) -> list[dict]:
+    """One row per (combination, stage): label, stage, total_s, read/write/meta, dominant. `keep`: a list the
+    predictions are appended to (their look-ups say where the envelope was extrapolated)."""
     rows = []
     for combo in itertools.product(*[[(k, v) for v in vals] for k, vals in axes]):
         for st in wf.stages:
             p = predict_stage(apply(st, combo), surface, variant, refine)
+            if keep is not None:
+                keep.append(p)
             rows.append({"what_if": label(combo), "stage": st.name, "N": p.N, "C": p.C, "slots": p.slots,
                          "alpha": p.alpha, "read_s": p.read_s, "write_s": p.write_s, "meta_s": p.meta_s,
                          "total_s": p.total_s, "dominant": p.dominant})
