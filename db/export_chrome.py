@@ -26,6 +26,7 @@ import sys
 import numpy as np
 
 from mtcio.db import store as _store
+from mtcio.exitcodes import BAD_INPUT
 
 PROG = "mtcprof export"
 
@@ -169,6 +170,11 @@ def main(args: argparse.Namespace) -> int:
         return 1
     try:
         with Store(args.db, readable=True) as s:
+            try:
+                s.trace_run(args.run)
+            except _store.StoreError as e:      # a --run the db does not have (or not a traced one): bad input
+                print(f"{PROG}: {e}", file=sys.stderr)
+                return BAD_INPUT
             trace = chrome_trace(s, args.run, with_ops=not args.no_ops)
         if args.output == "-":
             json.dump(trace, sys.stdout, separators=(",", ":"))

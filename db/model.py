@@ -361,6 +361,19 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
                     envelope={"run": envelope_run} if envelope_run else None)
 
 
+def _check_envelope_run(conn, name: str) -> None:
+    """--envelope-run must name an envelope run (runs.kind): a trace run's name would be recorded as the envelope
+    to predict with and fail only later, in mtcpredict."""
+    runs = conn.execute("SELECT name, kind FROM runs ORDER BY id").fetchall()
+    kind = next((r["kind"] for r in runs if store.text_of(r["name"]) == name), None)
+    if kind == "envelope":
+        return
+    envs = ", ".join(store.readable(r["name"]) for r in runs if r["kind"] == "envelope") or "none"
+    what = (f"run {store.readable(name)!r} is of kind {kind!r}, not an envelope run" if kind
+            else f"no run named {store.readable(name)!r}")
+    raise store.StoreError(f"--envelope-run: {what} (envelope runs: {envs})")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", required=True, help="SQLite store")
     p.add_argument("--run", required=True, help="trace run")
@@ -376,7 +389,7 @@ def main(args: argparse.Namespace) -> int:
         s = Store(args.db)
         wf = build(s, args.run, args.files, args.envelope_run)
         if args.envelope_run:
-            store.run_id(s.conn, args.envelope_run)
+            _check_envelope_run(s.conn, args.envelope_run)
         drops = dropped(s, args.run, args.files)
         if args.output == "-":
             sys.stdout.write(text(wf, drops))

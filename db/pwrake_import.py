@@ -5,6 +5,7 @@ prerequisites' locality preq_loc as L/R/n per prerequisite in Gfarm mode, write_
 (command.csv).  They go into `pwrake_tasks` next to the run's traced tasks, matched by task name, so that
 Pwrake's declared locality can be set beside the measured one (alpha: local bytes / read bytes).
 Importing again replaces the run's rows.  The Pwrake tracing plugin calls this at the end of the workflow.
+--run must name a traced run of the db; only a db with no traced run yet gets the run created.
 """
 from __future__ import annotations
 
@@ -15,14 +16,20 @@ import os
 import sys
 
 from mtcio.db import store
+from mtcio.exitcodes import printable
 
 TASK_CSV, COMMAND_CSV = "task.csv", "command.csv"
+
+
+class ProfileInputError(ValueError):
+    """Input that cannot be imported as asked (no tasks, a --run the db does not have): nothing is written."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("logdir", help="Pwrake's log folder (-L / LOG_DIR) holding task.csv and command.csv")
     p.add_argument("--db", required=True, help="SQLite store")
-    p.add_argument("--run", required=True, help="the traced run these tasks belong to")
+    p.add_argument("--run", required=True,
+                   help="the traced run these tasks belong to (created only in a db with no traced run yet)")
 
 
 def _split(v: str | None) -> list[str]:
@@ -75,9 +82,12 @@ def read_profile(logdir: str) -> list[dict]:
 def import_profile(db: str, run: str, logdir: str) -> dict:
     """Store Pwrake's profile of `run`; returns counts and the per-task comparison with the traced tasks."""
     rows = read_profile(logdir)
+    if not rows:        # checked before the db is opened: an empty profile must not create or change it
+        raise ProfileInputError(f"{printable(os.path.join(logdir, TASK_CSV))}: no tasks")
     conn = store.connect(db)
     try:
         with conn:
+            _check_run(conn, db, run)
             rid = store.get_or_create_run(conn, run, "trace")
             conn.execute("DELETE FROM pwrake_tasks WHERE run_id = ?", (rid,))
             cols = list(rows[0]) if rows else []
@@ -87,6 +97,19 @@ def import_profile(db: str, run: str, logdir: str) -> dict:
     finally:
         conn.close()
     return {"tasks": len(rows), "with_action": sum(1 for r in rows if r["has_action"] == 1), "compare": cmp}
+
+
+def _check_run(conn, db: str, run: str) -> None:
+    """`run` must be a traced run of the db: a typo must not make a new run.  A db with no traced run yet is the
+    exception (the profile imported before or without an ingest): there the run is created."""
+    runs = conn.execute("SELECT name, kind FROM runs ORDER BY id").fetchall()
+    kind = next((r["kind"] for r in runs if store.text_of(r["name"]) == run), None)
+    traces = [store.readable(r["name"]) for r in runs if r["kind"] == "trace"]
+    if kind == "trace" or (kind is None and not traces):
+        return
+    what = (f"run {store.readable(run)!r} is of kind {kind!r}, not a traced run" if kind
+            else f"no run named {store.readable(run)!r}")
+    raise ProfileInputError(f"{what} in {printable(db)} (traced runs: {', '.join(traces) or 'none'})")
 
 
 def compare(conn, rid: int) -> list[dict]:
@@ -114,12 +137,17 @@ def _fmt(x) -> str:
 
 def main(args: argparse.Namespace) -> int:
     if not os.path.isfile(os.path.join(args.logdir, TASK_CSV)):
-        print(f"mtcprof pwrake-import: no {TASK_CSV} in {args.logdir} (Pwrake's -L folder)", file=sys.stderr)
+        print(f"mtcprof pwrake-import: no {TASK_CSV} in {printable(args.logdir)} (Pwrake's -L folder)",
+              file=sys.stderr)
         return 2
     try:
         res = import_profile(args.db, args.run, args.logdir)
     except (csv.Error, KeyError) as e:
-        print(f"mtcprof pwrake-import: {args.logdir}: not a Pwrake profile ({e})", file=sys.stderr)
+        print(f"mtcprof pwrake-import: {printable(args.logdir)}: not a Pwrake profile ({printable(e)})",
+              file=sys.stderr)
+        return 2
+    except ProfileInputError as e:
+        print(f"mtcprof pwrake-import: {e}", file=sys.stderr)
         return 2
     except store.StoreError as e:
         print(f"mtcprof pwrake-import: {e}", file=sys.stderr)

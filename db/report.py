@@ -22,6 +22,7 @@ import pandas as pd
 
 from mtcio.db import store as _store
 from mtcio.db.logformat import HIST_BINS
+from mtcio.exitcodes import BAD_INPUT, printable
 
 PROG = "mtcprof report"
 
@@ -572,8 +573,18 @@ def main(args: argparse.Namespace) -> int:
     if not os.path.exists(args.db):
         print(f"{PROG}: {args.db}: no such database", file=sys.stderr)
         return 1
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        # -o names the folder the page and its figures go into: a file there is a wrong -o, not one to replace
+        print(f"{PROG}: {printable(args.output)}: exists and is not a folder (-o takes the folder to write "
+              f"index.html and its figures into)", file=sys.stderr)
+        return BAD_INPUT
     try:
         with Store(args.db, readable=True) as s:
+            try:
+                s.trace_run(args.run)
+            except _store.StoreError as e:      # a --run the db does not have (or not a traced one): bad input
+                print(f"{PROG}: {e}", file=sys.stderr)
+                return BAD_INPUT
             path = build_report(s, args.run, args.output, top=args.top, db_path=args.db)
     except _store.StoreError as e:
         print(f"{PROG}: {e}", file=sys.stderr)

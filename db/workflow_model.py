@@ -16,9 +16,9 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
       - name: STR
         tasks: INT >= 1                # N
         hosts: INT >= 1                # C
-        concurrency: INT?              # most tasks of the stage running at once (whole run)
-        procs_per_host: INT?           # most tasks of the stage running at once on one host
-        io_concurrency: FLOAT?         # mean tasks in I/O at once while any is (db/overlap.py; >= 1)
+        concurrency: INT >= 1?         # most tasks of the stage running at once (whole run)
+        procs_per_host: INT >= 1?      # most tasks of the stage running at once on one host
+        io_concurrency: FLOAT >= 1?    # mean tasks in I/O at once while any is (db/overlap.py)
         io_concurrency_served: FLOAT?  # the same of the I/O time less its CPU wait (io_cpu_wait): the load on Gfarm
         tasks_max_per_host: INT?       # tasks the busiest host ran (placement balance: N / hosts when even)
         files_per_process: FLOAT?      # data files one process opens in turn (mean over processes moving data)
@@ -246,7 +246,10 @@ _REQUIRED = {Stage: ("name", "tasks", "hosts"), Dist: ("min", "mean", "max"), Re
 _FRACTIONS = {"alpha", "alpha_files", "local_fraction", "warm_fraction", "young_fraction", "stats_cached_fraction",
               "redirected_fraction", "left_open_fraction", "machine_busy", "cpu_wait", "io_cpu_wait",
               "io_cpu_wait_measured"}
-_POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host"}
+# counts of tasks (a 0 would silently read as "unknown" in the predictor's `x or default`) and the I/O concurrency,
+# a mean of tasks in I/O while any is, so at least 1 (db/overlap.py): null/absent stays the way to say unknown
+_POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host", "concurrency", "procs_per_host"}
+_AT_LEAST_ONE = {"io_concurrency"}
 
 
 def _show(v) -> str:
@@ -321,7 +324,8 @@ def _build(cls, data, where: str):
                 raise ModelError(f"{w}: must be in increasing order")
         elif base in ("int", "float"):
             kw[name] = _num(v, w, integer=base == "int", optional=optional,
-                            lo=1 if name in _POSITIVE_INT else 0.0, hi=1.0 if name in _FRACTIONS else None)
+                            lo=1 if name in _POSITIVE_INT | _AT_LEAST_ONE else 0.0,
+                            hi=1.0 if name in _FRACTIONS else None)
         else:
             kw[name] = v
     obj = cls(**kw)

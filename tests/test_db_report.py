@@ -177,7 +177,7 @@ def test_report_empty_run(traced_run, tmp_path):
 def test_report_bad_input(traced_run, tmp_path):
     db = str(traced_run["db"])
     r = cli("report", "--db", db, "--run", "nope", "-o", str(tmp_path / "x"))
-    assert r.returncode == 1
+    assert r.returncode == 2
     line, = r.stderr.strip().splitlines()
     assert "nope" in line and "demo" in line and "empty" in line
     assert not (tmp_path / "x").exists()
@@ -185,7 +185,7 @@ def test_report_bad_input(traced_run, tmp_path):
     assert r.returncode == 1 and "no such database" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "missing.db").exists()
     r = cli("report", "--db", db, "--run", "env1", "-o", str(tmp_path / "x"))
-    assert r.returncode == 1 and "envelope" in r.stderr
+    assert r.returncode == 2 and "envelope" in r.stderr
     (tmp_path / "junk.db").write_bytes(b"not sqlite at all" * 100)
     r = cli("report", "--db", str(tmp_path / "junk.db"), "--run", RUN, "-o", str(tmp_path / "x"))
     assert r.returncode == 1 and "Traceback" not in r.stderr
@@ -284,7 +284,7 @@ def test_export_no_ops_and_errors(traced_run, tmp_path):
     t = json.loads(r.stdout)
     assert [e["cat"] for e in t["traceEvents"] if e["ph"] == "X"] == ["task"] * 8
     r = cli("export", "--db", db, "--run", "nope", "-o", str(tmp_path / "t.json"))
-    assert r.returncode == 1 and "demo" in r.stderr and not (tmp_path / "t.json").exists()
+    assert r.returncode == 2 and "demo" in r.stderr and not (tmp_path / "t.json").exists()
     r = cli("export", "--db", str(tmp_path / "none.db"), "--run", RUN, "-o", str(tmp_path / "t.json"))
     assert r.returncode == 1 and "no such database" in r.stderr
     r = cli("export", "--db", db, "--run", RUN, "--format", "otf2", "-o", str(tmp_path / "t.json"))
