@@ -13,9 +13,9 @@ examples:
 exit codes:
   0    ok
   1    failed: measure stored some failed points (their reasons: show --failed); an output
-       file could not be written
+       file or folder could not be written
   2    bad input: bad options; a file or --db that is missing, unreadable or malformed; an
-       implausible benchmark output; a duplicate import
+       implausible benchmark output; a duplicate import; an existing run without --append
   130  interrupted (Ctrl-C, SIGTERM): the points measured so far are kept, the run is
        marked interrupted in list and export
 """
@@ -26,9 +26,13 @@ import os
 import sys
 import time
 
+from mtcio import __version__
+from mtcio.exitcodes import printable
+
 from .points import METRICS, ParseError, parse_size
 
 EXIT_CODES = __doc__[__doc__.index("exit codes:"):]
+VERSION = f"mtcenvelope (mtcio) {__version__}"
 
 
 def _sizes(text: str) -> list[int]:
@@ -58,6 +62,16 @@ def _ints(text: str) -> list[int]:
     return out
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
 def _metrics(text: str) -> list[str]:
     ms = [x.strip() for x in text.split(",") if x.strip()]
     bad = [m for m in ms if m not in METRICS]
@@ -77,6 +91,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mtcenvelope", description=__doc__.split("\n")[0],
                                 epilog=__doc__.split("\n", 2)[2],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     m = sub.add_parser("measure", help="run an envelope sweep and store its points",
@@ -188,14 +203,19 @@ def parser() -> argparse.ArgumentParser:
     im = sub.add_parser("import", help="store the points of benchmark outputs made elsewhere")
     im.add_argument("files", nargs="+", metavar="FILE")
     im.add_argument("--db", required=True)
-    im.add_argument("--name", required=True, help="run to add the points to (created)")
+    im.add_argument("--name", required=True, help="run to store the points in (created; an existing "
+                    "one only with --append)")
+    im.add_argument("--append", action="store_true", help="add to an existing run of that name "
+                    "(one made by import: measured runs are not mixed with imported points)")
     im.add_argument("--metric", choices=["T1L", "T1R", "TN", "B1L", "B1R", "BN"],
                     help="which read metric the files' read phases stand for (outputs cannot "
-                    "tell local from remote)")
+                    "tell local from remote); refused when no file has a read phase")
     im.add_argument("--tool", choices=["ior", "mdtest", "fio", "iozone"],
                     help="force a parser instead of detecting it from the content")
-    im.add_argument("--hosts", type=int, help="hosts the run used (fio/iozone: per host runs)")
-    im.add_argument("--procs-per-host", type=int)
+    im.add_argument("--hosts", type=_positive, help="hosts the run used (fio/iozone outputs, "
+                    "which do not record it; IOR and mdtest outputs record their own)")
+    im.add_argument("--procs-per-host", type=_positive, help="processes per host (fio/iozone "
+                    "outputs; default: all the output's processes on one host)")
 
     ls = sub.add_parser("list", help="envelope runs in a db")
     ls.add_argument("--db", required=True)
@@ -218,6 +238,9 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--db", required=True)
     pl.add_argument("--name", help="run (default: the latest envelope run)")
     pl.add_argument("-o", "--output", required=True, metavar="DIR")
+    for sp in sub.choices.values():
+        sp.add_argument("--version", action="version", version=VERSION,
+                        help="print the version and exit")
     return p
 
 
@@ -381,7 +404,8 @@ def _swung(db, run) -> str | None:
 def cmd_import(a) -> int:
     from .importer import import_files
     import_files(a.files, a.db, a.name, read_metric=a.metric, tool=a.tool, hosts=a.hosts,
-                 procs_per_host=a.procs_per_host, log=lambda m: print(m, file=sys.stderr))
+                 procs_per_host=a.procs_per_host, append=a.append,
+                 log=lambda m: print(m, file=sys.stderr))
     return 0
 
 
@@ -420,17 +444,53 @@ def cmd_export(a) -> int:
     fmt = a.format or ("csv" if (a.output or "").endswith(".csv") else "yaml")
     text = export(a.db, a.name, fmt)
     if a.output and a.output != "-":
-        with open(a.output, "w") as f:
-            f.write(text)
+        try:
+            with open(a.output, "w") as f:
+                f.write(text)
+        except OSError as e:
+            return _cannot_write("export", a.output, e)
         print(f"wrote {a.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0
 
 
+def _cannot_write(cmd: str, path: str, e: OSError) -> int:
+    """One line for an output that cannot be written, exit 1 as the help says (main would call a
+    missing folder a missing input, 2, and print the raw errno text)."""
+    if isinstance(e, FileNotFoundError):
+        why = f"no such folder {printable(os.path.dirname(os.path.abspath(path)))}"
+    elif isinstance(e, FileExistsError):        # plot's output folder
+        why = "it is a file, not a folder"
+    elif isinstance(e, NotADirectoryError):
+        why = "a part of its path is a file, not a folder"
+    elif isinstance(e, IsADirectoryError):
+        why = "it is a folder"
+    else:
+        why = (e.strerror or str(e)).lower()
+        if isinstance(e.filename, str) and e.filename != path:
+            why += f" ({printable(e.filename)})"
+    print(f"mtcenvelope {cmd}: cannot write {printable(path)}: {why}", file=sys.stderr)
+    return 1
+
+
+def _under(path, folder: str) -> bool:
+    try:
+        return os.path.commonpath([os.path.abspath(path), os.path.abspath(folder)]) == \
+            os.path.abspath(folder)
+    except (TypeError, ValueError):
+        return False
+
+
 def cmd_plot(a) -> int:
     from .plot import plot
-    files = plot(a.db, a.name, a.output)
+    try:
+        files = plot(a.db, a.name, a.output)
+    except OSError as e:
+        # the output folder's errors only: a missing --db stays bad input (main)
+        if not _under(e.filename, a.output):
+            raise
+        return _cannot_write("plot", a.output, e)
     print(f"wrote {len(files)} files into {a.output} (open {os.path.join(a.output, 'index.html')})",
           file=sys.stderr)
     return 0

@@ -48,6 +48,13 @@ def _is_sqlite(path: str) -> bool:
         return False
 
 
+def _not_ours(path: str, why: str) -> ValueError:
+    # a --db and an export are both accepted where this is raised: say it is neither
+    from mtcio.exitcodes import printable
+    return ValueError(f"{printable(path)}: not an mtcio database (not an SQLite file), and not an "
+                      f"envelope export ({why})")
+
+
 def _latest_envelope_run(st) -> str:
     runs = st.runs()
     env = runs[runs["kind"] == "envelope"]
@@ -61,6 +68,9 @@ def runs_table(db: str) -> pd.DataFrame:
     from mtcio.db.api import Store
     if not os.path.exists(db):
         raise FileNotFoundError(f"no db {db}")
+    if os.path.isfile(db) and os.path.getsize(db) and not _is_sqlite(db):
+        from mtcio.exitcodes import printable
+        raise ValueError(f"{printable(db)}: not an mtcio database (not an SQLite file)")
     with Store(db) as st:
         runs = st.runs()
         runs = runs[runs["kind"] == "envelope"]
@@ -116,8 +126,14 @@ def load(path_or_db: str | os.PathLike, name: str | None = None) -> pd.DataFrame
         out = _normalise(df, run)
         out.attrs["status"] = run_status(meta)
         return out
-    with open(path) as f:
-        text = f.read()
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _not_ours(path, "binary content") from None
+    if not text.strip():
+        raise _not_ours(path, "empty file")
     if text.lstrip().startswith(("run,", "metric,")):
         df = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values={"value": [""]},
                          float_precision="round_trip",
@@ -129,9 +145,12 @@ def load(path_or_db: str | os.PathLike, name: str | None = None) -> pd.DataFrame
         status = str(df[CSV_STATUS].iloc[0]) if CSV_STATUS in df and len(df) else ""
     else:
         import yaml
-        doc = yaml.safe_load(text)
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise _not_ours(path, "neither YAML nor CSV") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ValueError(f"{path}: not an envelope export (no 'format: {FORMAT}')")
+            raise _not_ours(path, f"no 'format: {FORMAT}'")
         if int(doc.get("version", 0)) > FORMAT_VERSION:
             raise ValueError(f"{path}: envelope format version {doc['version']} is newer than "
                              f"this reader ({FORMAT_VERSION})")

@@ -136,9 +136,6 @@ def _mtcprof(argv: list) -> int:
 
 def mtcenvelope(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv == ["--version"]:          # until envelope/cli.py's parser has the option itself
-        print(f"mtcenvelope (mtcio) {__version__}")
-        return 0
     opts = argv[:argv.index("--")] if "--" in argv else argv
     for i, a in enumerate(opts):         # the same --db check as mtcprof's, before sqlite says 'unable to open'
         db = opts[i + 1] if a == "--db" and i + 1 < len(opts) else a[5:] if a.startswith("--db=") else None

@@ -1,8 +1,9 @@
 """mtcbed: a real multi-host Gfarm on one machine, one network namespace per host.
 
 Exit codes (mtcio.exitcodes, shared by every mtcio command): 0 success; 1 the operation failed (what was
-half-built is torn down); 2 bad arguments; 3 a testbed is already up (up) or none is up (exec, status);
-4 unknown host (exec); 130 interrupted.  `mtcbed exec` otherwise exits with the command's own exit code.
+half-built is torn down); 2 bad arguments; 3 a testbed is already up (up) or none is up, or its state file is
+corrupt (exec, status); 4 unknown host (exec); 130 interrupted.  `mtcbed exec` otherwise exits with the
+command's own exit code.
 
 `mtcbed exec` is on the path of every task a workflow runs on the testbed: it imports only the state file's
 reader and the command prefixes, not the modules that bring a testbed up.
@@ -67,6 +68,9 @@ def _exec(host, command):
     st = state.load()
     if st is None:
         print("mtcbed: no testbed is up", file=sys.stderr)
+        return STATE
+    if state.is_corrupt(st):        # its host list is lost: "unknown host" would mislead
+        print(f"mtcbed: {state.corrupt_message()}", file=sys.stderr)
         return STATE
     names = [h["name"] for h in st.get("hosts", [])]
     if host not in names:
@@ -139,6 +143,9 @@ def _main(argv=None):
             bed.down()
         elif args.cmd == "status":
             st = bed.status()
+            from . import state
+            if state.is_corrupt(st):        # nothing to describe: every field is lost
+                raise bed.NotUp(state.corrupt_message())
             if args.json:
                 print(json.dumps(st, indent=1))
             else:

@@ -5,13 +5,29 @@ import os
 from . import layout
 
 
+CORRUPT = "corrupt"
+
+
 def load():
     try:
-        return json.loads(layout.STATE_FILE.read_text())
+        st = json.loads(layout.STATE_FILE.read_text())
     except FileNotFoundError:
         return None
     except ValueError:
-        return {"phase": "corrupt"}
+        return {"phase": CORRUPT}
+    # valid JSON that is not an object is as unusable as garbage (and would break every st.get)
+    return st if isinstance(st, dict) else {"phase": CORRUPT}
+
+
+def is_corrupt(st) -> bool:
+    return bool(st) and st.get("phase") == CORRUPT
+
+
+def corrupt_message() -> str:
+    """What to say about an unreadable state file: `down` works without it (it finds what an `up` made by
+    its names), so it is the way out."""
+    return (f"the testbed state file {layout.STATE_FILE} is corrupt: run `mtcbed down` to tear down "
+            "whatever is left and clear it")
 
 
 def save(state):

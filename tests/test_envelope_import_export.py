@@ -89,7 +89,9 @@ def test_same_output_twice_is_refused(tmp_path):
     assert len(envelope.load(db, "r")) == n            # nothing doubled, nothing added
     # another output of the same configuration: its repeats follow the run's
     other = FIX / "ior" / "ior-gfarm-fpp-t1m-np2.txt"
-    cli("import", other, "--db", db, "--name", "r", "--metric", "T1L")
+    cp = cli("import", other, "--db", db, "--name", "r", "--metric", "T1L", check=False)
+    assert cp.returncode == 2 and "run 'r' already exists" in cp.stderr and "--append" in cp.stderr
+    cli("import", other, "--db", db, "--name", "r", "--metric", "T1L", "--append")
     df = envelope.load(db, "r")
     tl = df[(df.metric == "TL") & (df.file_size == 1 << 20)]
     assert tl["repeat"].is_unique and len(tl) == 2 * (n // 4)
