@@ -167,7 +167,7 @@ def main(args: argparse.Namespace) -> int:
     from mtcio.db.api import Store
     if not os.path.exists(args.db):
         print(f"{PROG}: {args.db}: no such database", file=sys.stderr)
-        return 1
+        return BAD_INPUT
     try:
         with Store(args.db, readable=True) as s:
             try:
@@ -187,9 +187,9 @@ def main(args: argparse.Namespace) -> int:
         where = f"{_store.readable(e.filename)}: " if e.filename else ""
         print(f"{PROG}: {where}{e.strerror or e}", file=sys.stderr)
         return 1
-    except _store.StoreError as e:
+    except _store.StoreError as e:        # the db or the run given: not an mtcio db, a newer schema...
         print(f"{PROG}: {e}", file=sys.stderr)
-        return 1
+        return BAD_INPUT
     o = trace["otherData"]
     print(f"{PROG}: run {o['run']}: {o['tasks']} tasks, {o.get('ops', 0)} ops -> {args.output}", file=sys.stderr)
     return 0

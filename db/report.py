@@ -572,7 +572,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if not os.path.exists(args.db):
         print(f"{PROG}: {args.db}: no such database", file=sys.stderr)
-        return 1
+        return BAD_INPUT
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         # -o names the folder the page and its figures go into: a file there is a wrong -o, not one to replace
         print(f"{PROG}: {printable(args.output)}: exists and is not a folder (-o takes the folder to write "
@@ -586,9 +586,9 @@ def main(args: argparse.Namespace) -> int:
                 print(f"{PROG}: {e}", file=sys.stderr)
                 return BAD_INPUT
             path = build_report(s, args.run, args.output, top=args.top, db_path=args.db)
-    except _store.StoreError as e:
+    except _store.StoreError as e:        # the db or the run given: not an mtcio db, a newer schema...
         print(f"{PROG}: {e}", file=sys.stderr)
-        return 1
+        return BAD_INPUT
     except OSError as e:
         where = f"{_store.readable(e.filename)}: " if e.filename else ""
         print(f"{PROG}: {where}{e.strerror or e}", file=sys.stderr)

@@ -138,6 +138,8 @@ def _run(a) -> int:
         return _fail(str(e))
     if a.calibrate and not a.validate:
         return _fail("--calibrate needs --validate DB:RUN (the db holding the past validations)")
+    if a.out and os.path.exists(a.out) and not os.path.isdir(a.out):
+        return _fail(f"--out {a.out}: exists and is not a folder (--out takes the folder to write the report into)")
     if a.calibrate and a.variant == "faithful":
         return _fail("--calibrate corrects the refined variant: give --variant refined or all")
     try:

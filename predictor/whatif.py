@@ -18,6 +18,8 @@ import math
 from .model import predict_stage
 
 KEYS = ("hosts", "procs", "alpha", "size", "tasks")
+ALLOWED = {"hosts": "a whole number >= 1", "procs": "a whole number >= 1", "alpha": "a number from 0 to 1",
+           "size": "bytes > 0, or xF to scale by F > 0", "tasks": "a whole number >= 1, or xF to scale by F > 0"}
 
 
 class WhatIfError(ValueError):
@@ -53,7 +55,7 @@ def parse(items: list[str]) -> list[tuple[str, list]]:
                         raise ValueError
                     out.append(("=", f))
             except ValueError:
-                raise WhatIfError(f"--what-if {key}: bad value {v!r}") from None
+                raise WhatIfError(f"--what-if {key}: bad value {v!r} ({key} takes {ALLOWED[key]})") from None
         axes.append((key, out))
     if len({k for k, _ in axes}) != len(axes):
         raise WhatIfError("--what-if: a key given twice")

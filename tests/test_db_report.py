@@ -182,13 +182,13 @@ def test_report_bad_input(traced_run, tmp_path):
     assert "nope" in line and "demo" in line and "empty" in line
     assert not (tmp_path / "x").exists()
     r = cli("report", "--db", str(tmp_path / "missing.db"), "--run", RUN, "-o", str(tmp_path / "x"))
-    assert r.returncode == 1 and "no such database" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 2 and "no such database" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "missing.db").exists()
     r = cli("report", "--db", db, "--run", "env1", "-o", str(tmp_path / "x"))
     assert r.returncode == 2 and "envelope" in r.stderr
     (tmp_path / "junk.db").write_bytes(b"not sqlite at all" * 100)
     r = cli("report", "--db", str(tmp_path / "junk.db"), "--run", RUN, "-o", str(tmp_path / "x"))
-    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "not an mtcio database" in r.stderr and "Traceback" not in r.stderr
     r = cli("report", "--db", db, "-o", str(tmp_path / "x"))        # --run missing
     assert r.returncode == 2
 
@@ -286,7 +286,7 @@ def test_export_no_ops_and_errors(traced_run, tmp_path):
     r = cli("export", "--db", db, "--run", "nope", "-o", str(tmp_path / "t.json"))
     assert r.returncode == 2 and "demo" in r.stderr and not (tmp_path / "t.json").exists()
     r = cli("export", "--db", str(tmp_path / "none.db"), "--run", RUN, "-o", str(tmp_path / "t.json"))
-    assert r.returncode == 1 and "no such database" in r.stderr
+    assert r.returncode == 2 and "no such database" in r.stderr
     r = cli("export", "--db", db, "--run", RUN, "--format", "otf2", "-o", str(tmp_path / "t.json"))
     assert r.returncode == 2
     r = cli("export", "--db", db, "--run", "empty", "-o", str(tmp_path / "e.json"))

@@ -270,9 +270,9 @@ def test_envelope_lacking_a_metric_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--what-if", "hosts=0"], "--what-if hosts: bad value '0'"),
+    (["--what-if", "hosts=0"], "--what-if hosts: bad value '0' (hosts takes a whole number >= 1)"),
     (["--what-if", "speed=2"], "expected KEY=V1,V2"),
-    (["--what-if", "alpha=1.2"], "--what-if alpha: bad value '1.2'"),
+    (["--what-if", "alpha=1.2"], "--what-if alpha: bad value '1.2' (alpha takes a number from 0 to 1)"),
     (["--refine", "faster"], "unknown refinement 'faster'"),
     (["--calibrate"], "--calibrate needs --validate"),
     (["--validate", "/nonexistent.db:run"], "no such db file"),

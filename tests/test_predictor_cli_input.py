@@ -178,3 +178,11 @@ def test_what_if_beyond_the_envelope_is_warned():
     said = [x for x in r.stderr.splitlines() if x.startswith("warning: --what-if: TL extrapolated at ")]
     assert len(said) == 1 and "931 GiB k=1" in said[0], r.stderr
     assert not any(x.startswith("warning: --what-if") for x in predict(MONTAGE, "--bootstrap", "0").stderr.splitlines())
+
+
+def test_out_must_be_a_folder(tmp_path):
+    f = tmp_path / "wf.yaml"
+    f.write_text("keep me")
+    assert one_line(predict(MONTAGE, "--out", str(f))) == (
+        f"mtcpredict: --out {f}: exists and is not a folder (--out takes the folder to write the report into)")
+    assert f.read_text() == "keep me"
