@@ -75,9 +75,12 @@ def up(nodes, link_rate=None, link_delay=None, backend="none", sshd=False, reuse
                 and all(current.get(k) == v for k, v in wanted.items()):
             log(f"reusing the running testbed ({nodes} hosts)")
             return current
-        what = "a testbed is already up" if current and current.get("phase") == "up" else \
-            "stale testbed state found"
-        raise AlreadyUp(f"{what}: run `mtcbed down` first" + (" (or `mtcbed up --reuse`)" if current else ""))
+        if state.is_corrupt(current):
+            raise AlreadyUp(state.corrupt_message())
+        running = bool(current) and current.get("phase") == "up"
+        what = "a testbed is already up" if running else "stale testbed state found"
+        # --reuse can only take a testbed that is up, so it is offered only then
+        raise AlreadyUp(f"{what}: run `mtcbed down` first" + (" (or `mtcbed up --reuse`)" if running else ""))
     _check_tools(sshd, backend)
     if link_delay and not network.netem_available():
         raise BedError("--link-delay needs the kernel's netem qdisc (sch_netem), which this kernel lacks; "

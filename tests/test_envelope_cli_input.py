@@ -56,6 +56,9 @@ def test_bed_status_and_exec_with_a_corrupt_state_file(tmp_path, monkeypatch, ca
     assert bedcli.main(["exec", "mtc-node1", "--", "true"]) == 3
     out, err = capsys.readouterr()
     assert (out, one_line(err)) == ("", want)
+    assert bedcli.main(["up", "--nodes", "2"]) == 3      # stops at the state file: nothing is built
+    out, err = capsys.readouterr()
+    assert one_line(err) == want and "--reuse" not in err
 
 
 # ---- 2. import into a run that exists ----------------------------------------------------------------------------
