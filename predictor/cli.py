@@ -93,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "intervals): of one run's stage time "
                         "(refined: a stage doing fewer ops at an envelope point than it has repeats draws that many "
                         "of them), of the mean's (faithful)")
-    p.add_argument("--files", choices=("auto", "gfarm", "all"), default="auto",
-                   help="with --validate: which traced files count (as `mtcprof model --files`)")
+    p.add_argument("--files", choices=("auto", "gfarm", "all"),
+                   help="with --validate: which traced files count (as `mtcprof model --files`; default auto)")
     p.add_argument("--version", action="version", version=f"mtcpredict {_version()}")
     return p
 
@@ -136,6 +136,9 @@ def _run(a) -> int:
         axes = whatif.parse(a.what_if) if a.what_if else None
     except ValueError as e:
         return _fail(str(e))
+    if a.files and not a.validate:
+        return _fail("--files says which traced files --validate counts: give it with --validate DB:RUN")
+    a.files = a.files or "auto"
     if a.calibrate and not a.validate:
         return _fail("--calibrate needs --validate DB:RUN (the db holding the past validations)")
     if a.out and os.path.exists(a.out) and not os.path.isdir(a.out):

@@ -106,6 +106,7 @@ def test_db_without_points_table(tmp_path):
     (["--bootstrap", "10001"], "--bootstrap: 10001 resamples; give 0 to 10,000 (each one predicts every stage again)"),
     (["--refine", ","], "--refine ',': no refinement named (for none of them: --refine none)"),
     (["--refine", "none,slots"], "--refine: 'none' stands alone (--refine none), not in a list"),
+    (["--files", "gfarm"], "--files says which traced files --validate counts: give it with --validate DB:RUN"),
     (["--calibrate", "--validate", "x.db:r", "--variant", "faithful"],
      "--calibrate corrects the refined variant: give --variant refined or all"),
 ])
