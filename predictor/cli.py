@@ -279,8 +279,8 @@ def _warnings(preds, surface):
         lines.append(f"{', '.join(small)}: write calls far smaller than the envelope's {surface.block:,}-byte calls; "
                      "such writes can cost several times more (measure the envelope with --block)")
     for want, got in sorted(hosts.items()):
-        lines.append(f"stages on {want} host{'s' if want != 1 else ''} looked up in the envelope's {', '.join(map(str, sorted(got)))}-host "
-                     "points at the same concurrency")
+        lines.append(f"stages on {want} host{'s' if want != 1 else ''} looked up in the envelope's "
+                     f"{', '.join(map(str, sorted(got)))}-host points at the same concurrency")
     return lines
 
 

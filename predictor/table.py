@@ -47,7 +47,8 @@ def render(result: dict) -> str:
     rows = []
     for d in result["predictions"]:
         iv = d.get("interval")
-        r = [printable(d["stage"], 40), d["variant"], d["N"], d["C"] if d["slots"] == d["C"] else f"{d['C']}x{d['slots'] // d['C']}",
+        r = [printable(d["stage"], 40), d["variant"], d["N"],
+             d["C"] if d["slots"] == d["C"] else f"{d['C']}x{d['slots'] // d['C']}",
              fmt_size(d["D"] or d.get("D_write"), sep="", short=True), f"{d['alpha']:.2f}", _s(d["read_s"]),
              _s(d["write_s"]),
              _s(d["meta_s"]), _s(d["total_s"]), f"{_s(iv[0])}-{_s(iv[1])}" if iv else "-",
@@ -73,8 +74,8 @@ def render(result: dict) -> str:
     if result.get("what_if"):
         lines.append("")
         lines.append("what-if (refined):")
-        wr = [[r["what_if"], printable(r["stage"], 40), r["N"], r["C"], f"{r['alpha']:.2f}", _s(r["read_s"]), _s(r["write_s"]),
-               _s(r["meta_s"]), _s(r["total_s"]), r["dominant"]] for r in result["what_if"]]
+        wr = [[r["what_if"], printable(r["stage"], 40), r["N"], r["C"], f"{r['alpha']:.2f}", _s(r["read_s"]),
+               _s(r["write_s"]), _s(r["meta_s"]), _s(r["total_s"]), r["dominant"]] for r in result["what_if"]]
         lines.append(_grid(["what-if", "stage", "N", "C", "α", "read s", "write s", "meta s", "total s", "bound"],
                            wr))
     return "\n".join(lines)
