@@ -189,15 +189,15 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
                      "min": v.min() if len(v) else math.nan,
                      "max": v.max() if len(v) else math.nan,
                      "ci90": f"+-{100 * ci['rel_halfwidth']:.1f}%" if ci and
-                     math.isfinite(ci["rel_halfwidth"]) else "",
-                     "ops": sum(ops) if all(isinstance(o, int) for o in ops) else ""})
+                     math.isfinite(ci["rel_halfwidth"]) else "-",
+                     "ops": sum(ops) if all(isinstance(o, int) for o in ops) else "-"})
     out = pd.DataFrame(rows)
     order = {m: i for i, m in enumerate(["Tm", "Ts", "Tf", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"])}
     if not out.empty:
         out = out.sort_values(["metric", "file_size", "hosts", "ppn"],
                               key=lambda c: c.map(order) if c.name == "metric" else c)
         for c in ("mean", "std", "min", "max"):
-            out[c] = out[c].map(lambda v: f"{v:.4g}")
+            out[c] = out[c].map(lambda v: f"{v:.4g}" if math.isfinite(v) else "-")   # one repeat: no std
     return out
 
 

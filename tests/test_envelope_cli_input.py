@@ -195,3 +195,12 @@ def test_version(capsys):
         assert (rc, out, err) == (0, f"mtcenvelope (mtcio) {__version__}\n", "")
     rc, out, _ = run(capsys, "--help")
     assert rc == 0 and "--version" in out and "print the version and exit" in out
+
+
+def test_show_of_a_single_repeat_has_no_nan(tmp_path, capsys):
+    db = tmp_path / "x.db"
+    _native_run(db, "bed")
+    rc, out, err = run(capsys, "show", "--db", db, "--name", "bed")
+    assert rc == 0, err
+    head, row = out.splitlines()
+    assert row.split() == ["T1L", "1024", "1", "1", "1", "ops/s", "1", "0", "100", "-", "100", "100", "-", "-"], out
