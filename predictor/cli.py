@@ -175,8 +175,9 @@ def _run(a) -> int:
                 (sf.block, sf.cold, sf.ops_per_proc, sf.hogs, sf.gap_us, sf.young)]
         if same:
             reads = "young" if sf.young else "cold" if sf.cold else "warm"
+            files = f"{sf.ops_per_proc or 'the default'} file{'' if sf.ops_per_proc == 1 else 's'}"
             return _fail(f"envelopes {same[0].origin} and {e.origin} were both measured with {sf.block:,}-byte calls, "
-                         f"{reads} reads, {sf.ops_per_proc or 'the default'} files per process, {sf.hogs} computing "
+                         f"{reads} reads, {files} per process, {sf.hogs} computing "
                          f"processes per host and calls {sf.gap_us} us apart: give one envelope per call size, cache "
                          "state, files per process, CPU load and gap between calls (mtcenvelope measure --block, "
                          "--drop-caches off, --young, --ops-per-proc, --hogs-per-host, --call-gap-us)")
