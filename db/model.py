@@ -364,14 +364,10 @@ def build(s: Store, run, scope: str = "auto", envelope_run: str | None = None) -
 def _check_envelope_run(conn, name: str) -> None:
     """--envelope-run must name an envelope run (runs.kind): a trace run's name would be recorded as the envelope
     to predict with and fail only later, in mtcpredict."""
-    runs = conn.execute("SELECT name, kind FROM runs ORDER BY id").fetchall()
-    kind = next((r["kind"] for r in runs if store.text_of(r["name"]) == name), None)
-    if kind == "envelope":
-        return
-    envs = ", ".join(store.readable(r["name"]) for r in runs if r["kind"] == "envelope") or "none"
-    what = (f"run {store.readable(name)!r} is of kind {kind!r}, not an envelope run" if kind
-            else f"no run named {store.readable(name)!r}")
-    raise store.StoreError(f"--envelope-run: {what} (envelope runs: {envs})")
+    kind, envs = store.run_kind(conn, name, "envelope")
+    if kind != "envelope":
+        raise store.StoreError(f"--envelope-run: {store.not_of_kind(name, kind, 'an envelope')} (envelope runs: "
+                               f"{', '.join(envs) or 'none'})")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

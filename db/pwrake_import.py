@@ -102,14 +102,11 @@ def import_profile(db: str, run: str, logdir: str) -> dict:
 def _check_run(conn, db: str, run: str) -> None:
     """`run` must be a traced run of the db: a typo must not make a new run.  A db with no traced run yet is the
     exception (the profile imported before or without an ingest): there the run is created."""
-    runs = conn.execute("SELECT name, kind FROM runs ORDER BY id").fetchall()
-    kind = next((r["kind"] for r in runs if store.text_of(r["name"]) == run), None)
-    traces = [store.readable(r["name"]) for r in runs if r["kind"] == "trace"]
+    kind, traces = store.run_kind(conn, run, "trace")
     if kind == "trace" or (kind is None and not traces):
         return
-    what = (f"run {store.readable(run)!r} is of kind {kind!r}, not a traced run" if kind
-            else f"no run named {store.readable(run)!r}")
-    raise ProfileInputError(f"{what} in {printable(db)} (traced runs: {', '.join(traces) or 'none'})")
+    raise ProfileInputError(f"{store.not_of_kind(run, kind, 'a traced')} in {printable(db)} (traced runs: "
+                            f"{', '.join(traces) or 'none'})")
 
 
 def compare(conn, rid: int) -> list[dict]:

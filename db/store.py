@@ -310,6 +310,18 @@ def get_or_create_run(conn: sqlite3.Connection, name: str, kind: str, meta: dict
     return row["id"]
 
 
+def run_kind(conn: sqlite3.Connection, name: str, kind: str) -> tuple[str | None, list[str]]:
+    """(the kind of run `name`, None when the db has no such run; the readable names of the db's `kind` runs)."""
+    runs = conn.execute("SELECT name, kind FROM runs ORDER BY id").fetchall()
+    return (next((r[1] for r in runs if text_of(r[0]) == name), None), [readable(r[0]) for r in runs if r[1] == kind])
+
+
+def not_of_kind(name: str, found: str | None, noun: str) -> str:
+    """Why run `name` (of kind `found`, None: missing) is not the one asked for, e.g. noun 'an envelope'."""
+    return (f"run {readable(name)!r} is of kind {found!r}, not {noun} run" if found
+            else f"no run named {readable(name)!r}")
+
+
 def run_id(conn: sqlite3.Connection, name: str) -> int:
     row = conn.execute("SELECT id FROM runs WHERE name = ?", (db_text(name),)).fetchone()
     if row is None:
