@@ -1,10 +1,12 @@
 """`make demo`: Montage on a real 4-host Gfarm, end to end, in one command.
 
 testbed up (4 hosts; with an sshd each for Pwrake) -> quick envelope sweep -> synthetic sky -> Montage traced by
-the mtcio plugin: under real Pwrake in its Gfarm mode when PWRAKE_SRC (a Pwrake source checkout) or `pwrake` on
-PATH is there, else under Rake with the plugin's placement -> ingest -> `mtcprof model` -> `mtcpredict
---validate` -> one HTML page (OUT/index.html: the stage table measured vs predicted, locality per stage beside
-the paper's, the mosaic, links to mtcpredict's and mtcprof's reports) -> testbed down, whatever happened.
+the mtcio plugin, twice (two runs of one workflow: the second is the first's repeat): under real Pwrake in its
+Gfarm mode when PWRAKE_SRC (a Pwrake source checkout) or `pwrake` on PATH is there, else under Rake with the
+plugin's placement -> ingest -> `mtcprof model` of each run -> `mtcpredict --validate` of each run with the other
+run's model (held out: no run is predicted from its own trace) -> one HTML page (OUT/index.html: the stage table
+measured vs predicted with the two runs' spread beside the errors, locality per stage beside the paper's, the
+mosaic, links to mtcpredict's and mtcprof's reports) -> testbed down, whatever happened.
 
     python montage_example/demo.py [--out DIR] [--preset demo|tiny|paper]
 
@@ -41,7 +43,10 @@ SWEEP = ["--sizes", "4k,12k,16k,64k,128k,256k,512k,1m", "--procs", "1,2", "--hos
          "--precision", "0", "--time-budget", "0", "--ops-per-proc", "1"]
 ENVELOPE, SMALL_CALLS, WARM, MANY, LOADED, APART = ("bed4", "bed4-8k", "bed4-warm", "bed4-many", "bed4-8k-hogs1",
                                                   "bed4-8k-apart200")
-RUN = "montage-demo"
+# two runs of one workflow: each is predicted from the other's model, and how far apart their measured times are
+# is the noise floor a prediction's error is read against
+RUNS = ("montage-demo", "montage-demo-2")
+STEPS = 10
 READS = "T1L,B1L,T1R,B1R,TN,BN"
 
 
@@ -64,11 +69,12 @@ class Demo:
         self.db = os.path.join(out, "mtc.db")
         self.t0 = time.monotonic()
         self.times = {}
+        self.walls = []
         self.n = 0
 
     def step(self, title, fn, *a):
         self.n += 1
-        print(f"\n[{self.n}/9] {title}  (t = {time.monotonic() - self.t0:.0f} s)", flush=True)
+        print(f"\n[{self.n}/{STEPS}] {title}  (t = {time.monotonic() - self.t0:.0f} s)", flush=True)
         t = time.monotonic()
         try:
             res = fn(*a)
@@ -113,11 +119,15 @@ class Demo:
         print(f"  {self.tiles} tiles of {size / 1e6:.2f} MB, {len(self.pairs)} overlaps planned")
 
     def stage(self):
-        self.top = f"/montage-demo-{os.getpid()}"
-        home = mrun.stage_inputs(self.bed, self.top, self.src, self.bed.hosts)
-        print("  tiles per host: " + ", ".join(f"{h} {list(home.values()).count(h)}" for h in self.bed.hosts))
+        # each run in a folder of its own, its tiles written on the same hosts
+        self.tops = [f"/{run}-{os.getpid()}" for run in RUNS]
+        for top in self.tops:
+            home = mrun.stage_inputs(self.bed, top, self.src, self.bed.hosts)
+        print("  tiles per host: " + ", ".join(f"{h} {list(home.values()).count(h)}" for h in self.bed.hosts)
+              + f" (each of {len(RUNS)} runs)")
 
-    def montage(self):
+    def montage(self, i):
+        run, top = RUNS[i], self.tops[i]
         logs = mrun.make_logdir(self.bed)
         done = [0]
 
@@ -130,39 +140,44 @@ class Demo:
                     print(f"  {done[0]} commands started", flush=True)
         try:
             if self.pwrake:
-                res = mrun.run_pwrake(self.bed, self.top, self.bed.hosts, run=RUN, db=self.db, logdir=logs,
+                res = mrun.run_pwrake(self.bed, top, self.bed.hosts, run=run, db=self.db, logdir=logs,
                                       slots=SLOTS, on_line=progress)
             else:
-                res = mrun.run_workflow(self.bed, self.top, self.bed.hosts, run=RUN, db=self.db, logdir=logs,
+                res = mrun.run_workflow(self.bed, top, self.bed.hosts, run=run, db=self.db, logdir=logs,
                                         placement="with", slots=SLOTS, on_line=progress)
         finally:
             shutil.rmtree(logs, ignore_errors=True)
-        if f"mtcprof: run {RUN} stored in" not in res.stderr:
-            raise StepError("the run was not ingested: " + res.stderr.strip()[-300:])
-        self.wall = res.wall_s
-        m0 = self.bed.mounts[self.bed.hosts[0]] + self.top
-        shutil.copy(m0 + "/mosaic.png", os.path.join(self.out, "mosaic.png"))
+        if f"mtcprof: run {run} stored in" not in res.stderr:
+            raise StepError(f"the run {run} was not ingested: " + res.stderr.strip()[-300:])
+        self.walls.append(res.wall_s)
+        if i == 0:
+            m0 = self.bed.mounts[self.bed.hosts[0]] + top
+            shutil.copy(m0 + "/mosaic.png", os.path.join(self.out, "mosaic.png"))
         print(f"  {done[0]} commands, {res.wall_s:.1f} s wall")
 
     def model(self):
-        sh([os.path.join(BIN, "mtcprof"), "model", "--db", self.db, "--run", RUN, "--envelope", ENVELOPE,
-            "-o", os.path.join(self.out, "workflow.yaml")], "mtcprof model")
-        sh([os.path.join(BIN, "mtcprof"), "report", "--db", self.db, "--run", RUN,
+        for run, wf in zip(RUNS, page.MODELS):
+            sh([os.path.join(BIN, "mtcprof"), "model", "--db", self.db, "--run", run, "--envelope", ENVELOPE,
+                "-o", os.path.join(self.out, wf)], "mtcprof model")
+        sh([os.path.join(BIN, "mtcprof"), "report", "--db", self.db, "--run", RUNS[0],
             "-o", os.path.join(self.out, "profile")], "mtcprof report")
 
     def predict(self):
-        r = sh([os.path.join(BIN, "mtcpredict"), os.path.join(self.out, "workflow.yaml"),
-                "--envelope", f"{self.db}:{ENVELOPE}", "--envelope", f"{self.db}:{SMALL_CALLS}",
-                "--envelope", f"{self.db}:{WARM}", "--envelope", f"{self.db}:{MANY}",
-                "--envelope", f"{self.db}:{LOADED}", "--envelope", f"{self.db}:{APART}",
-                "--validate", f"{self.db}:{RUN}",
-                "--out", os.path.join(self.out, "predict"), "--bootstrap", "20"], "mtcpredict")
-        print("  " + r.stdout.rstrip().replace("\n", "\n  "))
+        envs = [a for name in (ENVELOPE, SMALL_CALLS, WARM, MANY, LOADED, APART)
+                for a in ("--envelope", f"{self.db}:{name}")]
+        # held out: the model of the first run predicts the second, and the other way round
+        for (wf, folder), validated in zip(zip(page.MODELS, page.PREDICTIONS), reversed(RUNS)):
+            r = sh([os.path.join(BIN, "mtcpredict"), os.path.join(self.out, wf), *envs,
+                    "--validate", f"{self.db}:{validated}", "--out", os.path.join(self.out, folder),
+                    "--bootstrap", "20"], "mtcpredict")
+            if folder == page.PREDICTIONS[0]:
+                print(f"  run {validated}, predicted from the model of run {RUNS[0]}:")
+                print("  " + r.stdout.rstrip().replace("\n", "\n  "))
 
     def page(self):
-        self.page_path, self.summary = page.write(self.out, self.db, RUN, {
+        self.page_path, self.summary = page.write(self.out, self.db, RUNS, {
             "tiles": self.tiles, "overlaps": len(self.pairs), "hosts": len(self.bed.hosts), "slots": SLOTS,
-            "preset": self.preset, "wall_s": self.wall,
+            "preset": self.preset, "walls_s": self.walls,
             "runner": ("Pwrake (Gfarm mode: tasks scheduled by input location) with the mtcio plugin" if self.pwrake
                        else "Rake with the mtcio plugin and placement (each task on the host holding most of its "
                             "input bytes)"), "steps": self.times})
@@ -191,11 +206,12 @@ def main(argv=None) -> int:
         up = True
         d.step("envelope sweep (mtcenvelope measure, quick)", d.sweep)
         d.step("synthetic sky", d.sky)
-        d.step("tiles into Gfarm, one host each in turn", d.stage)
-        d.step("Montage under Pwrake (Gfarm mode) with the mtcio plugin" if d.pwrake else
-               "Montage under rake with the mtcio plugin and placement", d.montage)
-        d.step("mtcprof model and mtcprof report", d.model)
-        d.step("mtcpredict --validate", d.predict)
+        d.step("tiles into Gfarm, one host each in turn, a folder per run", d.stage)
+        for i, run in enumerate(RUNS):
+            d.step(f"Montage run {run} under " + ("Pwrake (Gfarm mode) with the mtcio plugin" if d.pwrake else
+                                                 "rake with the mtcio plugin and placement"), d.montage, i)
+        d.step("mtcprof model of each run, mtcprof report", d.model)
+        d.step("mtcpredict --validate: each run from the other run's model", d.predict)
         d.step("the demo page", d.page)
     except StepError as e:
         print(f"\nmake demo: {e}", file=sys.stderr)
@@ -210,7 +226,7 @@ def main(argv=None) -> int:
         return 1
     finally:
         if up:
-            print(f"\n[9/9] testbed down  (t = {time.monotonic() - d.t0:.0f} s)", flush=True)
+            print(f"\n[{STEPS}/{STEPS}] testbed down  (t = {time.monotonic() - d.t0:.0f} s)", flush=True)
             subprocess.run(MTCBED + ["down"], capture_output=True)
     print("\n" + d.summary)
     print(f"\ndemo finished in {time.monotonic() - d.t0:.0f} s; page: {d.page_path}")

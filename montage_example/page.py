@@ -1,10 +1,11 @@
 """The demo's one HTML page (OUT/index.html) and its terminal summary.
 
-    path, summary = write(out, db, run, info)
+    path, summary = write(out, db, runs, info)
 
-Reads the traced run from the db (stage table, locality) and OUT/predict/prediction.json (mtcpredict
---validate); links and embeds OUT/predict/report.html (mtcpredict) and OUT/profile/index.html (mtcprof
-report); shows OUT/mosaic.png.  Locality is shown beside the values measured in Kyo, Tatebe, Tanaka (IPSJ 2014) (mProjectPP 94 %,
+Reads the first traced run from the db (stage table, locality) and OUT/predict/prediction.json (mtcpredict
+--validate of the second run with the first run's model) and OUT/predict-2/prediction.json (the first with the
+second's); links OUT/predict/report.html, OUT/predict-2/report.html (mtcpredict) and OUT/profile/index.html
+(mtcprof report of the first run), embeds the first and the last; shows OUT/mosaic.png.  Locality is shown beside the values measured in Kyo, Tatebe, Tanaka (IPSJ 2014) (mProjectPP 94 %,
 mDiffFit 62 %, mBackground 63 %; Montage on 8 Gfarm nodes under Pwrake).
 """
 from __future__ import annotations
@@ -13,8 +14,11 @@ import html
 import json
 import math
 import os
+import statistics
 
 PAPER_ALPHA = {"mProjectPP": 0.94, "mDiff": 0.62, "mBackground": 0.63}   # the paper's mDiffFit is our mDiff
+MODELS = ("workflow.yaml", "workflow-2.yaml")       # mtcprof model of the first run, of the second
+PREDICTIONS = ("predict", "predict-2")              # mtcpredict of the second run (first's model), of the first
 RAKE = "Rake with the mtcio plugin and placement (each task on the host holding most of its input bytes)"
 
 
@@ -41,9 +45,9 @@ def locality(db: str, run: str) -> list[dict]:
     return rows
 
 
-def predictions(out: str) -> dict:
-    """{stage: {variant: row}} from mtcpredict's prediction.json ({} when it is missing)."""
-    path = os.path.join(out, "predict", "prediction.json")
+def predictions(out: str, folder: str) -> dict:
+    """{stage: {variant: row}} from mtcpredict's OUT/FOLDER/prediction.json ({} when it is missing)."""
+    path = os.path.join(out, folder, "prediction.json")
     if not os.path.exists(path):
         return {}
     with open(path) as fh:
@@ -58,45 +62,83 @@ def _err(row):
     return None if not row or row.get("error_pct") is None else row["error_pct"]
 
 
-def summary_text(loc, pred, info) -> str:
-    lines = [f"Montage {info['preset']} preset: {info['tiles']} tiles, {info['overlaps']} overlaps, "
-             f"{info['hosts']} hosts x {info['slots']} slots; workflow wall time {info['wall_s']:.1f} s",
-             f"{'stage':<12}{'tasks':>6}{'hosts':>6}{'alpha':>8}{'local all':>10}{'paper':>6}"
-             f"{'I/O meas s':>11}{'faithful s':>11}{'err %':>8}{'refined s':>10}{'err %':>8}"]
+def _meas(p):
+    return (p.get("refined") or p.get("faithful") or {}).get("measured_s")
+
+
+def spread(a, b):
+    """(max - min) / mean of two runs' measured I/O time, in %; None when either is missing or both are 0."""
+    if a is None or b is None or a + b <= 0:
+        return None
+    return 100 * abs(a - b) / ((a + b) / 2)
+
+
+def stage_rows(loc, preds) -> list[dict]:
+    """Per stage of the first run: its locality, and per validated run (preds[i]: the run predicted from the other
+    run's model) measured, faithful and refined with their errors; the two runs' spread."""
+    rows = []
     for r in loc:
-        p = pred.get(r["stage"], {})
-        f, rf = p.get("faithful"), p.get("refined")
-        meas = (rf or f or {}).get("measured_s")
-        lines.append(f"{r['stage']:<12}{r['tasks']:>6}{r['hosts']:>6}{_pct(r['alpha']):>8}{_pct(r['alpha_all']):>10}"
-                     f"{_pct(PAPER_ALPHA.get(r['stage'])) if r['stage'] in PAPER_ALPHA else '':>6}"
-                     f"{_num(meas):>11}{_num((f or {}).get('total_s')):>11}{_num(_err(f), '{:+.0f}'):>8}"
-                     f"{_num((rf or {}).get('total_s')):>10}{_num(_err(rf), '{:+.0f}'):>8}")
-    errs = sorted(abs(e) for e in (_err(p.get("refined")) for p in pred.values()) if e is not None)
-    if errs:
-        lines.append(f"refined model, |error| over {len(errs)} stages: median {errs[len(errs) // 2]:.0f} %, "
-                     f"max {errs[-1]:.0f} %")
+        ps = [p.get(r["stage"], {}) for p in preds]
+        rows.append({**r, "runs": [{"measured_s": _meas(p), "faithful": p.get("faithful") or {},
+                                    "refined": p.get("refined") or {}} for p in ps],
+                     "spread_pct": spread(*(_meas(p) for p in ps)) if len(ps) == 2 else None})
+    return rows
+
+
+def summary_line(rows) -> str:
+    errs = [abs(e) for r in rows for x in r["runs"] if (e := _err(x["refined"])) is not None]
+    spreads = [r["spread_pct"] for r in rows if r["spread_pct"] is not None]
+    if not errs:
+        return "no stage was predicted and measured"
+    return (f"refined model, each run from the other run's model: |error| over {len(errs)} stage-runs median "
+            f"{statistics.median(errs):.0f} %, max {max(errs):.0f} %"
+            + (f"; the two runs' measured I/O per stage differ by median {statistics.median(spreads):.0f} %, "
+               f"max {max(spreads):.0f} % ((max-min)/mean: the noise an error is read against)" if spreads else ""))
+
+
+def summary_text(rows, runs, info) -> str:
+    walls = ", ".join(f"{w:.1f} s" for w in info["walls_s"])
+    head = "".join(f"{'run ' + r:>24}" for r in reversed(runs))
+    lines = [f"Montage {info['preset']} preset: {info['tiles']} tiles, {info['overlaps']} overlaps, "
+             f"{info['hosts']} hosts x {info['slots']} slots; workflow wall time {walls}",
+             f"{'':<12}{'':>6}{'':>6}{'':>7}{'':>7}{'':>6}{head}",
+             f"{'stage':<12}{'tasks':>6}{'hosts':>6}{'alpha':>7}{'local':>7}{'paper':>6}"
+             + f"{'meas s':>9}{'pred s':>9}{'err %':>6}" * len(runs) + f"{'spread %':>9}"]
+    for r in rows:
+        cells = "".join(f"{_num(x['measured_s']):>9}{_num(x['refined'].get('total_s')):>9}"
+                        f"{_num(_err(x['refined']), '{:+.0f}'):>6}" for x in r["runs"])
+        lines.append(f"{r['stage']:<12}{r['tasks']:>6}{r['hosts']:>6}{_pct(r['alpha']):>7}{_pct(r['alpha_all']):>7}"
+                     f"{_pct(PAPER_ALPHA.get(r['stage'])) if r['stage'] in PAPER_ALPHA else '':>6}{cells}"
+                     f"{_num(r['spread_pct'], '{:.0f}'):>9}")
+    lines.append("pred: the refined model of the other run; alpha, local: locality of run " + runs[0])
+    lines.append(summary_line(rows))
     return "\n".join(lines)
 
 
-def write(out: str, db: str, run: str, info: dict) -> tuple[str, str]:
-    loc = locality(db, run)
-    pred = predictions(out)
+def write(out: str, db: str, runs, info: dict) -> tuple[str, str]:
+    """runs: the two runs; OUT/predict holds the second validated with the first's model, OUT/predict-2 the
+    first with the second's."""
+    loc = locality(db, runs[0])
+    rows = stage_rows(loc, [predictions(out, f) for f in PREDICTIONS[:len(runs)]])
     e = html.escape
-    rows = []
-    for r in loc:
-        p = pred.get(r["stage"], {})
-        f, rf = p.get("faithful"), p.get("refined")
-        meas = (rf or f or {}).get("measured_s")
+    trs = []
+    for r in rows:
         paper = PAPER_ALPHA.get(r["stage"])
-        rows.append(
+        x2, x1 = (r["runs"] + [{"measured_s": None, "faithful": {}, "refined": {}}])[:2]
+        trs.append(
             f"<tr><td>{e(r['stage'])}</td><td>{r['tasks']}</td><td>{r['hosts']}</td>"
             f"<td>{_pct(r['alpha'])}</td><td>{_pct(r['alpha_all'])}</td><td>{_pct(paper) if paper else ''}</td>"
             f"<td>{r['bytes_read'] / 1e6:.2f}</td><td>{r['bytes_written'] / 1e6:.2f}</td><td>{r['span_s']:.2f}</td>"
-            f"<td>{_num(meas)}</td><td>{_num((f or {}).get('total_s'))}</td><td>{_num(_err(f), '{:+.0f}')}</td>"
-            f"<td>{_num((rf or {}).get('total_s'))}</td><td>{_num(_err(rf), '{:+.0f}')}</td></tr>")
+            f"<td>{_num(x2['measured_s'])}</td><td>{_num(x2['faithful'].get('total_s'))}</td>"
+            f"<td>{_num(_err(x2['faithful']), '{:+.0f}')}</td><td>{_num(x2['refined'].get('total_s'))}</td>"
+            f"<td>{_num(_err(x2['refined']), '{:+.0f}')}</td><td>{_num(x1['measured_s'])}</td>"
+            f"<td>{_num(x1['refined'].get('total_s'))}</td><td>{_num(_err(x1['refined']), '{:+.0f}')}</td>"
+            f"<td>{_num(r['spread_pct'], '{:.0f}')}</td></tr>")
     steps = "".join(f"<li>{e(k)}: {v:.1f} s</li>" for k, v in info.get("steps", {}).items())
     links = []
-    for rel, title in (("predict/report.html", "mtcpredict report (envelope, heatmaps with the stages, parity)"),
+    for rel, title in (("predict/report.html", f"mtcpredict report: run {runs[-1]} from the model of run {runs[0]} "
+                                               "(envelope, heatmaps with the stages, parity)"),
+                       ("predict-2/report.html", f"mtcpredict report: run {runs[0]} from the model of run {runs[-1]}"),
                        ("profile/index.html", "mtcprof report (stages, locality, timeline, busiest files)")):
         if os.path.exists(os.path.join(out, rel)):
             links.append(f"<li><a href='{rel}'>{e(title)}</a></li>")
@@ -112,15 +154,21 @@ td:first-child,th:first-child{{text-align:left}}table{{border-collapse:collapse}
 <h1>Montage 6.0 on a 4-host Gfarm, traced, predicted and validated</h1>
 <p>{e(info['preset'])} preset: {info['tiles']} synthetic tiles, {info['overlaps']} overlaps, {info['hosts']} hosts
 &times; {info['slots']} slots, {e(info.get('runner', RAKE))}.
-Workflow wall time {info['wall_s']:.1f} s; run <code>{e(run)}</code> in <code>{e(db)}</code>.</p>
+The workflow ran twice, runs {', '.join(f"<code>{e(r)}</code>" for r in runs)} in <code>{e(db)}</code>
+(wall time {', '.join(f"{w:.1f} s" for w in info['walls_s'])}).</p>
 <h2>Stages: locality and I/O time, measured vs predicted</h2>
-<p>α: local share of the bytes of 1-to-1 inputs (files one task of the stage reads; the model's α). Local all: every
-Gfarm byte read, shared inputs included. Paper: the locality measured with Pwrake on 8 nodes in Kyo, Tatebe, Tanaka (IPSJ 2014; its mDiffFit is
-mDiff + mFitplane here). I/O times are the stage's I/O time as mtcpredict validates it.</p>
-<table><tr><th>stage</th><th>tasks</th><th>hosts</th><th>α</th><th>local all</th><th>paper</th><th>read MB</th>
+<p>Each run is predicted from the model <code>mtcprof model</code> wrote from the other run's trace, never from its
+own. α: local share of the bytes of 1-to-1 inputs (files one task of the stage reads; the model's α), in run
+<code>{e(runs[0])}</code>. Local all: every Gfarm byte read, shared inputs included. Paper: the locality measured with
+Pwrake on 8 nodes in Kyo, Tatebe, Tanaka (IPSJ 2014; its mDiffFit is mDiff + mFitplane here). I/O times are the
+stage's I/O time as mtcpredict validates it. Spread: how far the two runs' measured I/O times are apart, (max −
+min) / mean: an error inside it is within the workflow's own noise.</p>
+<p>{e(summary_line(rows))}</p>
+<table><tr><th colspan="9"></th><th colspan="5">run {e(runs[-1])}</th><th colspan="3">run {e(runs[0])}</th><th></th></tr>
+<tr><th>stage</th><th>tasks</th><th>hosts</th><th>α</th><th>local all</th><th>paper</th><th>read MB</th>
 <th>written MB</th><th>span s</th><th>I/O measured s</th><th>faithful s</th><th>error %</th><th>refined s</th>
-<th>error %</th></tr>
-{''.join(rows)}</table>
+<th>error %</th><th>I/O measured s</th><th>refined s</th><th>error %</th><th>spread %</th></tr>
+{''.join(trs)}</table>
 <h2>The mosaic</h2>{mosaic}
 <h2>Reports</h2><ul>{''.join(links)}</ul>
 <h2>Steps</h2><ul>{steps}</ul>
@@ -130,4 +178,4 @@ mDiff + mFitplane here). I/O times are the stage's I/O time as mtcpredict valida
     path = os.path.join(out, "index.html")
     with open(path, "w") as fh:
         fh.write(page)
-    return path, summary_text(loc, pred, info)
+    return path, summary_text(rows, runs, info)
