@@ -166,7 +166,7 @@ class Demo:
         envs = [a for name in (ENVELOPE, SMALL_CALLS, WARM, MANY, LOADED, APART)
                 for a in ("--envelope", f"{self.db}:{name}")]
         # held out: the model of the first run predicts the second, and the other way round
-        for (wf, folder), validated in zip(zip(page.MODELS, page.PREDICTIONS), reversed(RUNS)):
+        for wf, folder, validated in zip(page.MODELS, page.PREDICTIONS, reversed(RUNS)):
             r = sh([os.path.join(BIN, "mtcpredict"), os.path.join(self.out, wf), *envs,
                     "--validate", f"{self.db}:{validated}", "--out", os.path.join(self.out, folder),
                     "--bootstrap", "20"], "mtcpredict")
