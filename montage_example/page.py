@@ -81,7 +81,7 @@ def stage_rows(loc, preds) -> list[dict]:
         ps = [p.get(r["stage"], {}) for p in preds]
         rows.append({**r, "runs": [{"measured_s": _meas(p), "faithful": p.get("faithful") or {},
                                     "refined": p.get("refined") or {}} for p in ps],
-                     "spread_pct": spread(*(_meas(p) for p in ps)) if len(ps) == 2 else None})
+                     "spread_pct": spread(*(_meas(p) for p in ps))})
     return rows
 
 
@@ -119,12 +119,12 @@ def write(out: str, db: str, runs, info: dict) -> tuple[str, str]:
     """runs: the two runs; OUT/predict holds the second validated with the first's model, OUT/predict-2 the
     first with the second's."""
     loc = locality(db, runs[0])
-    rows = stage_rows(loc, [predictions(out, f) for f in PREDICTIONS[:len(runs)]])
+    rows = stage_rows(loc, [predictions(out, f) for f in PREDICTIONS])
     e = html.escape
     trs = []
     for r in rows:
         paper = PAPER_ALPHA.get(r["stage"])
-        x2, x1 = (r["runs"] + [{"measured_s": None, "faithful": {}, "refined": {}}])[:2]
+        x2, x1 = r["runs"]
         trs.append(
             f"<tr><td>{e(r['stage'])}</td><td>{r['tasks']}</td><td>{r['hosts']}</td>"
             f"<td>{_pct(r['alpha'])}</td><td>{_pct(r['alpha_all'])}</td><td>{_pct(paper) if paper else ''}</td>"
