@@ -372,7 +372,14 @@ def _check_envelope_run(conn, name: str) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", required=True, help="SQLite store")
-    p.add_argument("--run", required=True, help="trace run")
+    p.add_argument("--run", required=True,
+                   help="trace run; several (R1,R2,..) of one workflow at other sizes, with --size, make a model that "
+                        "scales: every stage's shape is fitted on the size (db/README.md, 'Scaling')")
+    p.add_argument("--size", metavar="R1=S1,R2=S2",
+                   help="the workflow size of each run, in the user's own unit (tiles, input files, samples): with "
+                        "it, `mtcpredict MODEL --at size=S hosts=C` predicts sizes and host counts never traced; "
+                        "with one run, fan-out stages' task counts and one-task stages' inputs are taken "
+                        "proportional to the size")
     p.add_argument("-o", "--output", required=True, help="workflow model YAML to write ('-' for stdout)")
     p.add_argument("--envelope-run", help="envelope run to record as the default for predictions")
     p.add_argument("--files", choices=("auto", "gfarm", "all"), default="auto",
@@ -380,13 +387,68 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "touched any, else all)")
 
 
+def parse_sizes(runs: list[str], spec: str | None) -> list[float] | None:
+    """--size R1=16,R2=36 -> [16.0, 36.0] in the order of `runs` (ValueError naming the problem)."""
+    if spec is None:
+        if len(runs) > 1:
+            raise ValueError(f"--run names {len(runs)} runs: give each one's workflow size with --size "
+                             f"{','.join(r + '=S' for r in runs)}")
+        return None
+    sizes = {}
+    for item in spec.split(","):
+        run, sep, v = item.rpartition("=")
+        if not sep or not run:
+            raise ValueError(f"--size {item!r}: expected RUN=SIZE")
+        if run not in runs:
+            raise ValueError(f"--size {item!r}: run {run!r} is not one of --run ({', '.join(runs)})")
+        if run in sizes:
+            raise ValueError(f"--size: run {run!r} given two sizes")
+        try:
+            sizes[run] = float(v)
+        except ValueError:
+            sizes[run] = math.nan
+        if not math.isfinite(sizes[run]) or sizes[run] <= 0:
+            raise ValueError(f"--size {item!r}: a size is a number > 0")
+    left = [r for r in runs if r not in sizes]
+    if left:
+        raise ValueError(f"--size: no size for run {', '.join(left)}")
+    return [sizes[r] for r in runs]
+
+
+def build_scaled(s: Store, runs: list[str], sizes: list[float], scope: str = "auto",
+                 envelope_run: str | None = None) -> Workflow:
+    """The model of the reference run (the largest size) with a `scaling:` section fitted over every run."""
+    from mtcio.db import scaling
+    models = [build(s, r, scope, envelope_run) for r in runs]
+    shapes = [scaling.shape_of(s, r, scope) for r in runs]
+    order = sorted(range(len(runs)), key=lambda i: sizes[i])
+    totals = [sum(st.tasks for st in models[i].stages) for i in order]
+    for (i, j), (ti, tj) in zip(zip(order, order[1:]), zip(totals, totals[1:])):
+        if sizes[i] < sizes[j] and ti > tj:
+            raise ValueError(f"--size: run {runs[j]!r} is given the larger size ({sizes[j]:g} > {sizes[i]:g}) but "
+                             f"has fewer tasks than {runs[i]!r} ({tj} < {ti}): sizes must grow with the runs")
+    hosts = [max(st.hosts for st in m.stages) for m in models]
+    procs = [max(st.procs_per_host or 1 for st in m.stages) for m in models]
+    sc = scaling.fit(shapes, sizes, hosts, procs)
+    wf = models[runs.index(sc["reference"])]
+    wf.scaling = sc
+    return wf
+
+
 def main(args: argparse.Namespace) -> int:
     try:
+        runs = [r for r in args.run.split(",")] if "," in args.run else [args.run]
+        if len(set(runs)) != len(runs) or not all(runs):
+            raise ValueError(f"--run {args.run!r}: each run once, names separated by commas")
+        sizes = parse_sizes(runs, args.size)
         s = Store(args.db)
-        wf = build(s, args.run, args.files, args.envelope_run)
+        if sizes is None:
+            wf = build(s, args.run, args.files, args.envelope_run)
+        else:
+            wf = build_scaled(s, runs, sizes, args.files, args.envelope_run)
         if args.envelope_run:
             _check_envelope_run(s.conn, args.envelope_run)
-        drops = dropped(s, args.run, args.files)
+        drops = dropped(s, wf.run, args.files)
         if args.output == "-":
             sys.stdout.write(text(wf, drops))
             sys.stdout.flush()
@@ -404,5 +466,13 @@ def main(args: argparse.Namespace) -> int:
     for name, d in drops.items():
         print(f"mtcprof model: warning: stage {store.readable(name)}: the shim dropped {d['files']:,} file records "
               f"and {d['ops']:,} ops at its limits; the stage's numbers lack them (x-dropped)", file=sys.stderr)
+    if wf.scaling:
+        sc = wf.scaling
+        print(f"mtcprof model: scaling fitted over {len(sc['runs'])} run{'s' if len(sc['runs']) > 1 else ''} "
+              f"(sizes {', '.join(f'{x:g}' for x in sc['sizes'])}); stages as run {sc['reference']} traced them",
+              file=sys.stderr)
+        if sc["one_size"]:
+            print("mtcprof model: one size traced: fan-out stages' task counts and gathered inputs are taken "
+                  "proportional to the size, one-task stages' bytes too", file=sys.stderr)
     print(f"mtcprof model: {len(wf.stages)} stages -> {args.output}", file=sys.stderr)
     return 0

@@ -231,6 +231,7 @@ class Workflow:
     source: dict | None = None
     envelope: dict | None = None
     mtcio_workflow: int = SCHEMA_VERSION
+    scaling: dict | None = None      # how the stages scale with the workflow's size (db/scaling.py)
 
     def stage(self, name: str) -> Stage:
         for s in self.stages:
@@ -350,7 +351,7 @@ def from_dict(data: Any, source: str = "<workflow>") -> Workflow:
     if isinstance(ver, bool) or not isinstance(ver, int) or ver != SCHEMA_VERSION:
         raise ModelError(f"{source}: mtcio_workflow: schema version {_show(ver)} not supported (this mtcio "
                          f"reads {SCHEMA_VERSION})")
-    known = {"mtcio_workflow", "run", "source", "envelope", "stages"}
+    known = {"mtcio_workflow", "run", "source", "envelope", "stages", "scaling"}
     unknown = [k for k in data if k not in known and not str(k).startswith("x-")]
     if unknown:
         raise ModelError(f"{source}: {unknown[0]}: unknown field (known: {', '.join(sorted(known))})")
@@ -369,7 +370,74 @@ def from_dict(data: Any, source: str = "<workflow>") -> Workflow:
     run = data.get("run")
     if run is not None and not isinstance(run, str):
         raise ModelError(f"{source}: run: must be a string")
-    return Workflow(stages=out, run=run, source=data.get("source"), envelope=data.get("envelope"))
+    scaling = data.get("scaling")
+    if scaling is not None:
+        _check_scaling(scaling, {s.name for s in out})
+    return Workflow(stages=out, run=run, source=data.get("source"), envelope=data.get("envelope"), scaling=scaling)
+
+
+_FORMS = {"constant": ("a",), "proportional": ("a",), "linear": ("a", "b"), "power": ("a", "p")}
+
+
+def _check_fit(f, where: str) -> None:
+    if not isinstance(f, dict) or f.get("form") not in _FORMS:
+        raise ModelError(f"{where}.form: must be one of {', '.join(_FORMS)}, got {_show(f.get('form') if isinstance(f, dict) else f)}")
+    for k in _FORMS[f["form"]]:
+        _num(f.get(k), f"{where}.{k}", lo=None)
+    _num(f.get("residual"), f"{where}.residual")
+    pts = f.get("points")
+    if not isinstance(pts, list) or not all(isinstance(p, list) and len(p) == 2 for p in pts):
+        raise ModelError(f"{where}.points: must be a list of [x, y] pairs")
+    for i, p in enumerate(pts):
+        _num(p[0], f"{where}.points[{i}][0]")
+        _num(p[1], f"{where}.points[{i}][1]")
+
+
+def _check_scaling(sc, stages: set) -> None:
+    """The `scaling:` section (db/scaling.py writes it): runs with their sizes, hosts and slots, fits of the counts
+    and of every stage's parts. Checked here so that instantiating it can trust its shape."""
+    w = "scaling"
+    if not isinstance(sc, dict):
+        raise ModelError(f"{w}: must be a mapping")
+    for k in ("runs", "sizes", "hosts", "procs", "reference", "counts", "stages"):
+        if k not in sc:
+            raise ModelError(f"{w}.{k}: required field missing")
+    runs = sc["runs"]
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, str) for r in runs):
+        raise ModelError(f"{w}.runs: must be a non-empty list of run names")
+    for k, integer, lo in (("sizes", False, 0.0), ("hosts", True, 1), ("procs", True, 1)):
+        v = sc[k]
+        if not isinstance(v, list) or len(v) != len(runs):
+            raise ModelError(f"{w}.{k}: must be a list of one value per run ({len(runs)})")
+        for i, x in enumerate(v):
+            _num(x, f"{w}.{k}[{i}]", integer=integer, lo=lo)
+        if k == "sizes" and min(v) <= 0:
+            raise ModelError(f"{w}.sizes: must be > 0")
+    if sc["reference"] not in runs:
+        raise ModelError(f"{w}.reference: must be one of the runs")
+    if not isinstance(sc["counts"], dict) or not isinstance(sc["stages"], dict):
+        raise ModelError(f"{w}: counts and stages must be mappings")
+    for k, f in sc["counts"].items():
+        _check_fit(f, f"{w}.counts.{k}")
+    for name, spec in sc["stages"].items():
+        ws = f"{w}.stages.{name}"
+        if name not in stages:
+            raise ModelError(f"{ws}: no such stage in the model")
+        if not isinstance(spec, dict) or not isinstance(spec.get("fields"), dict):
+            raise ModelError(f"{ws}.fields: required mapping missing")
+        names = spec.get("task_names")
+        if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+            raise ModelError(f"{ws}.task_names: must be a list of name shapes")
+        for part, terms in spec["fields"].items():
+            if not isinstance(terms, list):
+                raise ModelError(f"{ws}.fields.{part}: must be a list of terms")
+            for i, t in enumerate(terms):
+                _check_fit(t, f"{ws}.fields.{part}[{i}]")
+                if not isinstance(t.get("driver"), str) or (t["driver"] != "size" and t["driver"] not in
+                                                            sc["counts"]):
+                    raise ModelError(f"{ws}.fields.{part}[{i}].driver: must be 'size' or a count of scaling.counts")
+                if len(t["points"]) != len(runs):
+                    raise ModelError(f"{ws}.fields.{part}[{i}].points: one per run ({len(runs)})")
 
 
 # ---- bounded loading -----------------------------------------------------------------------------------------------
@@ -584,6 +652,8 @@ def to_dict(wf: Workflow) -> dict:
         return o
     d = {"mtcio_workflow": wf.mtcio_workflow, "run": wf.run, "source": wf.source, "envelope": wf.envelope,
          "stages": [conv(s) for s in wf.stages]}
+    if wf.scaling is not None:
+        d["scaling"] = wf.scaling
     return d
 
 

@@ -34,6 +34,9 @@ examples:
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-hogs1   # an idle and a loaded one
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-apart200  # and one of calls apart
   mtcpredict workflow.yaml --what-if hosts=2,4,8 alpha=0.6,1.0
+  mtcprof model --db mtc.db --run m16,m36 --size m16=16,m36=36 -o scaled.yaml    # a model that scales
+  mtcpredict scaled.yaml --at size=100 hosts=8 --tasks-from graph100.txt        # graph: rake -P at that size
+  mtcpredict scaled.yaml --what-if size=64,100,400 hosts=4,8,16                   # where the bottleneck moves
   mtcpredict workflow.yaml --variant refined --refine=-io_overlap,-metadata --json
 
 exit codes: 0 ok, 1 failed, 2 bad input (workflow, envelope, options), 130 interrupted
@@ -83,9 +86,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add the 'calibrated' variant: the refined model corrected by each stage's errors in the other "
                         "runs validated in the --validate db with this envelope (needs >= 1), with a 90%% "
                         "interval of its held-out errors on them (needs >= 2)")
+    p.add_argument("--at", nargs="+", metavar="KEY=V",
+                   help="predict a model that scales (`mtcprof model --size`) at size=S [hosts=C] [procs=P]: its "
+                        "stages' task counts, files and bytes from the fits over the traced runs (or --tasks-from), "
+                        "α, the busiest host's tasks and the I/O concurrency at C hosts by rule (db/README.md, "
+                        "'Scaling'); hosts and procs default to the reference run's")
+    p.add_argument("--tasks-from", metavar="FILE",
+                   help="with --at: the target's task graph, `rake -P` (or `pwrake -P`) run in the workflow's folder "
+                        "prepared at that size: every stage's task count and the workflow's inputs exactly")
+    p.add_argument("--force", action="store_true",
+                   help="with --at or --what-if size=: predict a size more than 8x outside the traced ones")
     p.add_argument("--what-if", nargs="+", metavar="KEY=V,..",
-                   help="re-predict with hosts=N,.. procs=P,.. alpha=A,.. size=xF|BYTES,.. tasks=xF|N,.. "
-                        "(every combination)")
+                   help="re-predict with size=S|xF,.. (a model that scales) hosts=N,.. procs=P,.. alpha=A,.. "
+                        "filesize=xF|BYTES,.. tasks=xF|N,.. (every combination)")
     p.add_argument("--out", metavar="DIR", help="write prediction.json, PNG maps and report.html into DIR")
     p.add_argument("--json", action="store_true", help="print everything as JSON on stdout instead of the table")
     p.add_argument("--bootstrap", type=int, default=100, metavar="N",
@@ -110,8 +123,9 @@ def _version():
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.workflow is None and args.what_if and "=" not in args.what_if[-1]:
-        args.workflow = args.what_if.pop()     # `--what-if K=V WORKFLOW.yaml`: the list took the file
+    for opt in (args.what_if, args.at):
+        if args.workflow is None and opt and "=" not in opt[-1]:
+            args.workflow = opt.pop()     # `--what-if K=V WORKFLOW.yaml`: the list took the file
     if args.workflow is None:
         parser.error("the following arguments are required: WORKFLOW.yaml")
     from mtcio.exitcodes import guard
@@ -145,10 +159,28 @@ def _run(a) -> int:
         return _fail(f"--out {a.out}: exists and is not a folder (--out takes the folder to write the report into)")
     if a.calibrate and a.variant == "faithful":
         return _fail("--calibrate corrects the refined variant: give --variant refined or all")
+    if a.tasks_from and not a.at:
+        return _fail("--tasks-from is the target's task graph: give it with --at size=S")
     try:
         wf = load(a.workflow)
     except ModelError as e:
         return _fail(str(e))
+    scaled = None
+    if wf.scaling is not None:
+        from mtcio.db import scaling
+        ri = wf.scaling["runs"].index(wf.scaling["reference"])
+        scaled = (wf, wf.scaling["sizes"][ri], wf.scaling["hosts"][ri], wf.scaling["procs"][ri])
+    at_notes = []
+    if a.at:
+        try:
+            wf, scaled, at_notes = _instantiate(wf, scaled, a.at, a.tasks_from, a.force)
+        except ValueError as e:
+            return _fail(str(e))
+    if axes and scaled is not None:
+        try:
+            _check_what_if_sizes(axes, scaled, a.force)
+        except ValueError as e:
+            return _fail(str(e))
     try:
         envs = [envelope_source.load(x) for x in (a.envelope or [envelope_source.of_model(wf)])]
     except envelope_source.EnvelopeSourceError as e:
@@ -223,7 +255,13 @@ def _run(a) -> int:
     result = _result(wf, env, preds, measured, runs, calib, a.cell_rate)
     wi_preds = []
     if axes:
-        result["what_if"] = whatif.run(wf, surface, axes, refine, keep=wi_preds)
+        try:
+            result["what_if"] = whatif.run(wf, surface, axes, refine, keep=wi_preds, scaled=scaled)
+        except whatif.WhatIfError as e:
+            return _fail(str(e))
+    if a.at:
+        result["at"] = {"size": scaled[1], "hosts": scaled[2], "procs": scaled[3], "notes": at_notes,
+                        "graph": a.tasks_from}
     warnings = _warnings(preds, surface) + _unsteady(envs, surfaces, a.cell_rate) + _busy_before(envs)
     said = set(warnings)     # a what-if beyond the envelope is said apart, once per line the main one has not
     warnings += [f"--what-if: {w}" for w in _warnings(wi_preds, surface) if w not in said]
@@ -250,9 +288,55 @@ def _run(a) -> int:
         print(render(result))
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
+    if a.at and not a.json:
+        print(f"mtcpredict: {wf.source['at']}", file=sys.stderr)
+        for n in at_notes:
+            print(f"mtcpredict: note: {n}", file=sys.stderr)
     if a.out:
         print(f"mtcpredict: report in {os.path.join(a.out, 'report.html')}", file=sys.stderr)
     return 0
+
+
+def _instantiate(wf, scaled, at_items, tasks_from, force):
+    """The model that scales instantiated at --at size=S hosts=C procs=P (ValueError naming what is wrong)."""
+    from mtcio.db import scaling, taskgraph
+    from mtcio.db.workflow_model import Workflow
+    if scaled is None:
+        raise ValueError(f"--at: {wf.run or 'this model'} does not scale: fit one from traced runs of two sizes "
+                         "with `mtcprof model --run R1,R2 --size R1=S1,R2=S2` (or one run and its --size)")
+    at = {}
+    for item in at_items:
+        k, sep, v = item.partition("=")
+        if not sep or k not in ("size", "hosts", "procs") or k in at:
+            raise ValueError(f"--at {item!r}: expected size=S, hosts=C, procs=P, each once")
+        try:
+            at[k] = float(v) if k == "size" else int(v)
+        except ValueError:
+            at[k] = -1
+        if not at[k] > 0 or (k == "size" and at[k] == float("inf")):
+            raise ValueError(f"--at {item!r}: {k} takes " + ("a number > 0" if k == "size" else "a whole number >= 1"))
+    if "size" not in at:
+        raise ValueError("--at: size=S is required (the workflow's size, in the unit of `mtcprof model --size`)")
+    base, _, hosts, procs = scaled
+    size, hosts, procs = at["size"], at.get("hosts", hosts), at.get("procs", procs)
+    scaling.check_range(base.scaling, size, force)
+    graph, notes = None, []
+    if tasks_from:
+        graph, notes = taskgraph.counts_of(taskgraph.read(tasks_from), base.scaling)
+    stages, more = scaling.instantiate(base, size, hosts, procs, graph)
+    name = f"{base.run or 'model'} at size={size:g} hosts={hosts} procs={procs}"
+    out = Workflow(stages=stages, run=None, source={"scaled_from": base.run, "at": name},
+                   envelope=base.envelope)
+    out.counts_exact = graph is not None
+    return out, (base, size, hosts, procs), notes + more
+
+
+def _check_what_if_sizes(axes, scaled, force):
+    from mtcio.db import scaling
+    for k, vals in axes:
+        if k == "size":
+            for op, v in vals:
+                scaling.check_range(scaled[0].scaling, scaled[1] * v if op == "x" else v, force)
 
 
 def _warnings(preds, surface):
@@ -335,7 +419,11 @@ def _measure_all(ms, spec, files, wf):
     # described, and feed that error to --calibrate
     other = [(r, st.name, m[st.name]["tasks"], st.tasks) for r, m in zip(names, per_run) for st in wf.stages
              if st.name in m and m[st.name].get("tasks") not in (None, st.tasks)]
-    if other:
+    if other and getattr(wf, "counts_exact", True) is False:
+        notes = [f"{r}: {got} {name} tasks, predicted from the fits {want}" for r, name, got, want in other]
+        print("mtcpredict: --validate: task counts extrapolated from the fits differ from the run's: compared "
+              "anyway (" + "; ".join(notes[:3]) + (" ..." if len(notes) > 3 else "") + ")", file=sys.stderr)
+    elif other:
         r, name, got, want = other[0]
         more = f" (and {len(other) - 1} more stage-run(s))" if len(other) > 1 else ""
         raise ms.ValidationError(f"--validate {spec}: run {r} ran {got} {name} task(s), the model {want}{more}: "

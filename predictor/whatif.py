@@ -1,13 +1,16 @@
-"""`--what-if hosts=2,4,8 alpha=0.6,1.0 size=x2 procs=1,4`: re-predict under changed parameters.
+"""`--what-if hosts=2,4,8 alpha=0.6,1.0 filesize=x2 procs=1,4`: re-predict under changed parameters.
 
 Each KEY=V1,V2,... is one axis; every combination is predicted (refined model) and each stage's total
 and dominant term are reported, so one sees where the bottleneck moves.
-  hosts=N,..   C of every stage (a stage's tasks stay the same)
-  procs=P,..   tasks at once per host
-  alpha=A,..   local fraction of 1-to-1 reads (0..1)
-  size=xF,..   every file size and byte count scaled by F (size=x2 doubles them); a plain number is a
-               size in bytes for every task file (read and write)
-  tasks=xF|N   task count scaled by F or set to N
+  size=S,..      the workflow's size (a model that scales, `mtcprof model --size`): the stages instantiated
+                 there (db/scaling.py); xF scales the size the model is at
+  hosts=N,..     C of every stage; on a model that scales, with α, the busiest host's tasks and the I/O
+                 concurrency by the rules of db/scaling.py (else a stage's tasks stay the same)
+  procs=P,..     tasks at once per host
+  alpha=A,..     local fraction of 1-to-1 reads (0..1)
+  filesize=xF,.. every file size and byte count scaled by F (filesize=x2 doubles them); a plain number is a
+                 size in bytes for every task file (read and write)
+  tasks=xF|N     task count scaled by F or set to N
 """
 from __future__ import annotations
 
@@ -17,9 +20,11 @@ import math
 
 from .model import predict_stage
 
-KEYS = ("hosts", "procs", "alpha", "size", "tasks")
+KEYS = ("size", "hosts", "procs", "alpha", "filesize", "tasks")
 ALLOWED = {"hosts": "a whole number >= 1", "procs": "a whole number >= 1", "alpha": "a number from 0 to 1",
-           "size": "bytes > 0, or xF to scale by F > 0", "tasks": "a whole number >= 1, or xF to scale by F > 0"}
+           "size": "the workflow's size > 0, or xF to scale it by F > 0",
+           "filesize": "bytes > 0, or xF to scale by F > 0", "tasks": "a whole number >= 1, or xF to scale by F > 0"}
+AT = ("size", "hosts", "procs")      # the keys a model that scales is instantiated at
 
 
 class WhatIfError(ValueError):
@@ -38,7 +43,7 @@ def parse(items: list[str]) -> list[tuple[str, list]]:
             v = v.strip()
             try:
                 if v.startswith("x"):
-                    if key not in ("size", "tasks"):
+                    if key not in ("size", "filesize", "tasks"):
                         raise ValueError
                     f = float(v[1:])
                     if not f > 0:
@@ -51,7 +56,7 @@ def parse(items: list[str]) -> list[tuple[str, list]]:
                     out.append(("=", n))
                 else:
                     f = float(v)
-                    if key == "alpha" and not 0 <= f <= 1 or key == "size" and not f > 0:
+                    if key == "alpha" and not 0 <= f <= 1 or key in ("size", "filesize") and not f > 0:
                         raise ValueError
                     out.append(("=", f))
             except ValueError:
@@ -79,7 +84,7 @@ def apply(stage, combo):
                 s.read.alpha_files = float(v)
         elif key == "tasks":
             s.tasks = max(1, int(round(s.tasks * v))) if op == "x" else int(v)
-        elif key == "size":
+        elif key == "filesize":
             _scale_sizes(s, v, absolute=op == "=")
     if stage.concurrency:          # the same share of the slots in use at most (first_slots is capped by it)
         slots = (s.hosts * (s.procs_per_host or 1)) / (stage.hosts * (stage.procs_per_host or 1))
@@ -109,13 +114,34 @@ def _scale_sizes(s, v, absolute):
     s.envelope = None
 
 
-def run(wf, surface, axes, refine=None, variant="refined", keep: list | None = None) -> list[dict]:
+def check(axes, scaled) -> None:
+    """size= needs a model that scales (WhatIfError otherwise)."""
+    if any(k == "size" for k, _ in axes) and scaled is None:
+        raise WhatIfError("--what-if size: this model has no workflow size (fit one from traced runs with "
+                          "`mtcprof model --run R1,R2 --size R1=S1,R2=S2`); filesize= scales its file sizes")
+
+
+def run(wf, surface, axes, refine=None, variant="refined", keep: list | None = None, scaled=None) -> list[dict]:
     """One row per (combination, stage): label, stage, total_s, read/write/meta, dominant. `keep`: a list the
-    predictions are appended to (their look-ups say where the envelope was extrapolated)."""
+    predictions are appended to (their look-ups say where the envelope was extrapolated). `scaled`: (model that
+    scales, size, hosts, procs) that `wf` was instantiated at: size, hosts and procs instantiate it again."""
+    from mtcio.db import scaling
+    check(axes, scaled)
     rows = []
     for combo in itertools.product(*[[(k, v) for v in vals] for k, vals in axes]):
-        for st in wf.stages:
-            p = predict_stage(apply(st, combo), surface, variant, refine)
+        stages = wf.stages
+        if scaled is not None and any(k in AT for k, _ in combo):
+            base, size, hosts, procs = scaled
+            at = {"size": size, "hosts": hosts, "procs": procs}
+            for k, (op, v) in combo:
+                if k in AT:
+                    at[k] = at[k] * v if op == "x" else v
+            stages, _ = scaling.instantiate(base, at["size"], int(at["hosts"]), int(at["procs"]))
+            combo_rest = [(k, v) for k, v in combo if k not in AT]
+        else:
+            combo_rest = combo
+        for st in stages:
+            p = predict_stage(apply(st, combo_rest), surface, variant, refine)
             if keep is not None:
                 keep.append(p)
             rows.append({"what_if": label(combo), "stage": st.name, "N": p.N, "C": p.C, "slots": p.slots,

@@ -174,7 +174,7 @@ def test_stage_names_are_escaped_in_the_table(tmp_path):
 
 
 def test_what_if_beyond_the_envelope_is_warned():
-    r = predict(MONTAGE, "--bootstrap", "0", "--what-if", "size=x1000")
+    r = predict(MONTAGE, "--bootstrap", "0", "--what-if", "filesize=x1000")
     assert r.returncode == 0, r.stderr
     said = [x for x in r.stderr.splitlines() if x.startswith("warning: --what-if: TL extrapolated at ")]
     assert len(said) == 1 and "931 GiB k=1" in said[0], r.stderr
