@@ -99,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--what-if", nargs="+", metavar="KEY=V,..",
                    help="re-predict with size=S|xF,.. (a model that scales) hosts=N,.. procs=P,.. alpha=A,.. "
                         "filesize=xF|BYTES,.. tasks=xF|N,.. (every combination)")
-    p.add_argument("--out", metavar="DIR", help="write prediction.json, PNG maps and report.html into DIR")
+    p.add_argument("--out", metavar="DIR", help="write prediction.json, PNG maps and report.html into DIR (with --at, "
+                                                "also model-at.yaml: the model instantiated there)")
     p.add_argument("--json", action="store_true", help="print everything as JSON on stdout instead of the table")
     p.add_argument("--bootstrap", type=int, default=100, metavar="N",
                    help=f"envelope resamples for the 90%% intervals (default 100, at most {MAX_BOOTSTRAP:,}; 0: no "
@@ -496,6 +497,10 @@ def _write_out(out, result, wf, surface, preds, measured, envelope=None):
     from .report import write_private, write_report
     write_report(out, result, wf, surface, preds, measured, envelope)
     write_private(os.path.join(out, "prediction.json"), json.dumps(result, indent=1, default=_jsonable))
+    if result.get("at"):       # the model instantiated at --at: what was predicted, field by field
+        from mtcio.db.workflow_model import dump
+        write_private(os.path.join(out, "model-at.yaml"), "# mtcio workflow model: " + wf.source["at"] + "\n" +
+                      dump(wf))
 
 
 def _jsonable(o):
