@@ -133,13 +133,13 @@ def fit_values(xs, ys, one_size: str = "constant", two_sizes: str = "linear") ->
     pts = [[_num(x), _num(y)] for x, y in zip(xs, ys)]
     ys_ = [float(y) for y in ys]
     big = max(abs(y) for y in ys_) if ys_ else 0.0
-    if big == 0 or max(ys_) - min(ys_) <= CONSTANT_TOL * big:
-        f = {"form": "constant", "a": _num(sum(ys_) / len(ys_))}
-    elif len(set(xs)) == 1:
+    if len(set(xs)) == 1:             # repeats of one size: their mean, proportional or constant
         x = float(xs[0])
         mean = sum(ys_) / len(ys_)
-        f = {"form": "proportional", "a": _num(mean / x)} if one_size == "proportional" and x > 0 else \
+        f = {"form": "proportional", "a": _num(mean / x)} if one_size == "proportional" and x > 0 and big else \
             {"form": "constant", "a": _num(mean)}
+    elif big == 0 or max(ys_) - min(ys_) <= CONSTANT_TOL * big:
+        f = {"form": "constant", "a": _num(sum(ys_) / len(ys_))}
     elif len(set(xs)) == 2 and two_sizes == "power" and min(xs) > 0 and min(ys_) > 0:
         f = _power(xs, ys_)
     else:
