@@ -1,0 +1,220 @@
+"""Benchmark: trace small, predict large. Montage's I/O at sizes and host counts never traced, predicted before
+they run, against two runs of each.
+
+On a 4-host testbed, in one session: the envelopes (the demo's sweeps, on 1-4 hosts); Montage traced at 16 and 36
+tiles on 2 hosts (two runs each) and one model that scales fitted over the four (`mtcprof model --size`); then,
+before any of them runs, each target predicted from it (`mtcpredict --at`) twice: with the target's `rake -P`
+graph (--tasks-from) and from the fits alone; then each target run twice. Per stage: predicted, measured (both
+runs: the I/O time of the busiest slot, as --validate measures it), the error against their mean, the runs'
+spread; median and p90 of |error| over the stages, and the whole workflow's summed I/O time error. Beside it the
+same-configuration baseline: the model of a target's first run predicting its second.
+
+    python tests/bench/scale_predict.py [--small 16,36] [--small-hosts 2] [--targets 64x4,100x3,36x4]
+                                        [--keep DIR] [--score DIR]
+(--score DIR: the predictions and runs a --keep DIR holds scored again, nothing run.)
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+from montage_example import bench, prepare  # noqa: E402
+
+BIN = os.path.dirname(sys.executable)
+SLOTS = 2
+# the demo's quick sweeps (montage_example/demo.py), on every host count of the targets
+SWEEP = ["--sizes", "4k,12k,16k,64k,128k,256k,512k,1m", "--procs", "1,2", "--host-counts", "1,2,3,4",
+         "--repeat", "1", "--precision", "0", "--time-budget", "0", "--ops-per-proc", "1", "--quiet"]
+READS = "T1L,B1L,T1R,B1R,TN,BN"
+ENVELOPES = [("bed4", []), ("bed4-8k", ["--block", "8k", "--metrics", "TL,BL," + READS]),
+             ("bed4-warm", ["--drop-caches", "off", "--metrics", READS]),
+             ("bed4-many", ["--ops-per-proc", "16", "--sizes", "4k,12k,16k,64k,128k", "--metrics", "TL,BL," + READS]),
+             ("bed4-8k-hogs1", ["--block", "8k", "--metrics", "TL,BL,T1L,B1L", "--hogs-per-host", "1"]),
+             ("bed4-8k-apart200", ["--block", "8k", "--metrics", "TL,BL", "--call-gap-us", "200"])]
+
+
+def sh(*argv, **kw):
+    r = subprocess.run(list(argv), capture_output=True, text=True, **kw)
+    if r.returncode:
+        raise SystemExit(f"{' '.join(argv[:3])}: exit {r.returncode}: {r.stderr.strip()[-600:]}")
+    return r
+
+
+def p90(xs):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))] if xs else float("nan")
+
+
+def envelope_args(db):
+    return [x for name, _ in ENVELOPES for x in ("--envelope", f"{db}:{name}")]
+
+
+def sweep(db):
+    for name, extra in ENVELOPES:
+        args = list(SWEEP)
+        if "--sizes" in extra:            # the sweep's own sizes replace the default ones
+            i = args.index("--sizes")
+            del args[i:i + 2]
+        t = time.monotonic()
+        sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", name, *args, *extra)
+        print(f"envelope {name}: {time.monotonic() - t:.0f} s", flush=True)
+
+
+def source(work, tiles):
+    src = os.path.join(work, f"src{tiles}")
+    if not os.path.isdir(src):
+        prepare.prepare(src, "demo", tiles=tiles)
+    return src
+
+
+def graph(work, tiles):
+    path = os.path.join(work, f"graph{tiles}.txt")
+    with open(path, "w") as f:
+        f.write(sh("rake", "-P", cwd=source(work, tiles)).stdout)
+    return path
+
+
+def predict(work, db, model, tiles, hosts, with_graph):
+    """Predict a target before it runs: mtcpredict --at, the JSON saved."""
+    name = f"m{tiles}x{hosts}-{'graph' if with_graph else 'fits'}"
+    out = os.path.join(work, name)
+    argv = [os.path.join(BIN, "mtcpredict"), model, "--at", f"size={tiles}", f"hosts={hosts}", f"procs={SLOTS}",
+            *envelope_args(db), "--variant", "refined", "--bootstrap", "0", "--out", out]
+    if with_graph:
+        argv += ["--tasks-from", graph(work, tiles)]
+    sh(*argv)
+    return name
+
+
+def measured(db, run, model_path):
+    """Per stage, the I/O time of the busiest slot (as mtcpredict --validate measures it)."""
+    from mtcio.db.workflow_model import load
+    from mtcio.predictor import measured as ms
+    wf = load(model_path)
+    m = ms.measure(db, run, "auto", {s.name: (s.procs_per_host or 1) for s in wf.stages})
+    m.pop("_run")
+    return {st: v["measured_s"] for st, v in m.items()}
+
+
+def score(work, state):
+    db = state["db"]
+    lines = []
+    for tgt in state["targets"]:
+        tiles, hosts, runs = tgt["tiles"], tgt["hosts"], tgt["runs"]
+        model_at = os.path.join(work, tgt["graph"], "model-at.yaml")
+        meas = [measured(db, r, model_at) for r in runs]
+        base = json.load(open(os.path.join(work, tgt["baseline"], "prediction.json")))
+        base_pred = {p["stage"]: p["total_s"] for p in base["predictions"] if p["variant"] == "refined"}
+        lines.append(f"\n== {tiles} tiles x {hosts} hosts (runs {', '.join(runs)}; traced: "
+                     f"{', '.join(state['small'])})")
+        cols = {}
+        for kind in ("graph", "fits"):
+            pred = json.load(open(os.path.join(work, tgt[kind], "prediction.json")))
+            cols[kind] = {p["stage"]: p["total_s"] for p in pred["predictions"] if p["variant"] == "refined"}
+        lines.append(f"{'stage':14s} {'graph s':>8s} {'fits s':>8s} {'run 1 s':>8s} {'run 2 s':>8s} "
+                     f"{'err graph':>9s} {'err fits':>9s} {'spread':>7s} {'baseline':>9s}")
+        errs = {"graph": [], "fits": [], "baseline": []}
+        spreads = []
+        tot = {"graph": 0.0, "fits": 0.0, "mean": 0.0, "baseline": 0.0, "twin": 0.0}
+        for st in cols["graph"]:
+            m = [x.get(st) for x in meas]
+            if None in m:
+                continue
+            mean = sum(m) / len(m)
+            spread = (max(m) - min(m)) / mean if mean else 0.0
+            e = {k: 100 * (cols[k][st] - mean) / mean if mean else 0.0 for k in ("graph", "fits")}
+            eb = 100 * (base_pred[st] - m[1]) / m[1] if m[1] else 0.0
+            for k in ("graph", "fits"):
+                errs[k].append(abs(e[k]))
+                tot[k] += cols[k][st]
+            errs["baseline"].append(abs(eb))
+            tot["mean"] += mean
+            tot["baseline"] += base_pred[st]
+            tot["twin"] += m[1]
+            spreads.append(100 * spread)
+            lines.append(f"{st:14s} {cols['graph'][st]:8.3f} {cols['fits'][st]:8.3f} {m[0]:8.3f} {m[1]:8.3f} "
+                         f"{e['graph']:+8.0f}% {e['fits']:+8.0f}% {100 * spread:6.0f}% {eb:+8.0f}%")
+        summary = {k: (statistics.median(v), p90(v)) for k, v in errs.items()}
+        whole = {k: 100 * (tot[k] - tot["mean"]) / tot["mean"] for k in ("graph", "fits")}
+        whole["baseline"] = 100 * (tot["baseline"] - tot["twin"]) / tot["twin"]
+        lines.append(f"median |error| (p90): graph {summary['graph'][0]:.0f} % ({summary['graph'][1]:.0f} %), fits "
+                     f"{summary['fits'][0]:.0f} % ({summary['fits'][1]:.0f} %), same-configuration baseline "
+                     f"{summary['baseline'][0]:.0f} % ({summary['baseline'][1]:.0f} %); the runs' spread "
+                     f"{statistics.median(spreads):.0f} % ({p90(spreads):.0f} %)")
+        lines.append(f"whole workflow I/O time: measured {tot['mean']:.2f} s (mean of the two runs), graph "
+                     f"{whole['graph']:+.1f} %, fits {whole['fits']:+.1f} %, baseline {whole['baseline']:+.1f} %")
+        tgt["summary"] = {"median_p90": summary, "whole_pct": whole, "spread_median_p90":
+                          (statistics.median(spreads), p90(spreads))}
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(work, "score.txt"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(work, "state.json"), "w") as f:
+        json.dump(state, f, indent=1)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--small", default="16,36", help="tile counts traced (default 16,36)")
+    p.add_argument("--small-hosts", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=2, help="runs of each traced size and of each target")
+    p.add_argument("--targets", default="64x4,100x3,36x4", help="TILESxHOSTS,.. predicted before they run")
+    p.add_argument("--keep", help="keep the db, predictions and runs here")
+    p.add_argument("--score", metavar="DIR", help="score a kept folder again, nothing run")
+    a = p.parse_args()
+    if a.score:
+        score(a.score, json.load(open(os.path.join(a.score, "state.json"))))
+        return 0
+    work = a.keep or tempfile.mkdtemp(prefix="scale-predict.")
+    os.makedirs(work, exist_ok=True)
+    db = os.path.join(work, "mtc.db")
+    small = [int(x) for x in a.small.split(",")]
+    targets = [tuple(int(v) for v in t.split("x")) for t in a.targets.split(",")]
+    state = {"db": db, "small": [], "targets": [], "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    t0 = time.monotonic()
+    with bench.testbed_session(4, ["--tcp-nodelay"]) as bed:
+        sweep(db)
+        for k in small:
+            for r in range(1, a.repeat + 1):
+                run = f"m{k}x{a.small_hosts}r{r}"
+                wall = bench.run_once(bed, source(work, k), bed.hosts[:a.small_hosts], run=run, db=db)
+                state["small"].append(run)
+                print(f"traced {run}: wall {wall:.1f} s", flush=True)
+        model = os.path.join(work, "scaled.yaml")
+        sizes = ",".join(f"{r}={r[1:].split('x')[0]}" for r in state["small"])
+        sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", ",".join(state["small"]), "--size", sizes,
+           "-o", model)
+        for tiles, hosts in targets:    # every prediction made and saved before any target runs
+            state["targets"].append({"tiles": tiles, "hosts": hosts,
+                                     "graph": predict(work, db, model, tiles, hosts, True),
+                                     "fits": predict(work, db, model, tiles, hosts, False), "runs": []})
+        print(f"predicted {len(targets)} targets before running them ({time.monotonic() - t0:.0f} s)", flush=True)
+        for tgt in state["targets"]:
+            for r in range(1, a.repeat + 1):
+                run = f"m{tgt['tiles']}x{tgt['hosts']}r{r}"
+                wall = bench.run_once(bed, source(work, tgt["tiles"]), bed.hosts[:tgt["hosts"]], run=run, db=db)
+                tgt["runs"].append(run)
+                print(f"ran {run}: wall {wall:.1f} s", flush=True)
+    for tgt in state["targets"]:       # the baseline: the first run's own model predicting its twin
+        own = os.path.join(work, f"{tgt['runs'][0]}.yaml")
+        sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", tgt["runs"][0], "-o", own)
+        tgt["baseline"] = f"{tgt['runs'][0]}-baseline"
+        sh(os.path.join(BIN, "mtcpredict"), own, *envelope_args(db), "--variant", "refined", "--bootstrap", "0",
+           "--out", os.path.join(work, tgt["baseline"]))
+    score(work, state)
+    print(f"\n{time.monotonic() - t0:.0f} s in all; kept in {work}" if a.keep else
+          f"\n{time.monotonic() - t0:.0f} s in all")
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

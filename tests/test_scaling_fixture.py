@@ -1,0 +1,67 @@
+"""Trace small, predict large on stored runs (no testbed): the model of a 16-tile run on 2 hosts, told its size,
+predicts 64 tiles on 4 hosts. Multiplying the task counts (`--what-if hosts=4 tasks=x4`) left every one-task stage
+reading what it read at 16 tiles; the model that scales gives them their gathered inputs, and none of them (of
+50 ms or more) is predicted more than 30 % under the 64-tile run's measured I/O time."""
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = os.path.join(HERE, "fixtures", "scale", "montage-16x2-64x4.db.gz")
+BIN = os.path.dirname(sys.executable)
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "m.db"
+    with gzip.open(FIXTURE) as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return str(path)
+
+
+def run(*argv):
+    r = subprocess.run([os.path.join(BIN, argv[0]), *argv[1:]], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def predictions(r, key="predictions"):
+    return {p["stage"]: p for p in json.loads(r.stdout)[key] if p.get("variant", "refined") == "refined"}
+
+
+def test_16_tiles_predict_64_without_under_predicting_the_one_task_stages(db, tmp_path):
+    envs = ["--envelope", f"{db}:bed4", "--envelope", f"{db}:bed4-8k"]
+    one = str(tmp_path / "one.yaml")
+    run("mtcprof", "model", "--db", db, "--run", "m16x2", "--size", "m16x2=16", "-o", one)
+    r = run("mtcpredict", one, "--at", "size=64", "hosts=4", *envs, "--validate", f"{db}:m64x4", "--variant",
+            "refined", "--bootstrap", "0", "--json", "--out", str(tmp_path / "p"))
+    assert "task counts extrapolated from the fits differ from the run's: compared anyway" in r.stderr
+    new = predictions(r)
+    single = [s for s, p in new.items() if p["N"] == 1]
+    assert len(single) == 10 and {new[s]["N"] for s in ("mProjectPP", "mBackground")} == {64}
+    measured = {s: new[s]["measured_s"] for s in new}
+    from mtcio.db.workflow_model import load
+    at = load(str(tmp_path / "p" / "model-at.yaml"))
+    big = str(tmp_path / "big.yaml")            # the 64-tile run's own model: what its gathers really read
+    run("mtcprof", "model", "--db", db, "--run", "m64x4", "-o", big)
+    real = load(big)
+    gathers = ("mImgtbl-raw", "mImgtbl-proj", "mImgtbl-corr", "mAdd")
+    assert [at.stage(s).read.files_per_task for s in gathers] == [real.stage(s).read.files_per_task
+                                                                  for s in gathers] == [64, 64, 64, 130]
+    for s in single:
+        if measured[s] >= 0.05:
+            assert new[s]["error_pct"] >= -30, (s, new[s]["error_pct"])
+    total = sum(new[s]["total_s"] for s in single) / sum(measured[s] for s in single)
+    assert total >= 0.7, total
+
+    plain = str(tmp_path / "plain.yaml")       # the old way: the 16-tile model with 4x the tasks of every stage
+    run("mtcprof", "model", "--db", db, "--run", "m16x2", "-o", plain)
+    old = predictions(run("mtcpredict", plain, *envs, "--variant", "refined", "--bootstrap", "0", "--json",
+                          "--what-if", "hosts=4", "tasks=x4"), "what_if")
+    assert sum(old[s]["total_s"] for s in single) / sum(measured[s] for s in single) < 0.5
+    assert old["mAdd"]["total_s"] < 0.3 * measured["mAdd"]
