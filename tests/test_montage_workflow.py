@@ -1,6 +1,6 @@
-"""montage_example without the testbed: the synthetic sky is valid FITS that Montage reads, mOverlaps finds the
-overlaps the parameterised model counts, the model loads with the workflow-model loader and mtcpredict
-predicts it, and the whole Rakefile runs under plain Rake to a mosaic whose background offsets shrink."""
+"""montage_example without the testbed: the synthetic sky is valid FITS that Montage reads, the Rakefile's task
+graph (`rake -P`, what `mtcpredict --tasks-from` reads) has one mDiff task per overlap Montage finds, and the
+whole Rakefile runs under plain Rake to a mosaic whose background offsets shrink."""
 import os
 import shutil
 import subprocess
@@ -11,7 +11,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from montage_example import montage_model, prepare, sky  # noqa: E402
+from montage_example import prepare, sky  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("mProjectPP") is None or shutil.which("rake") is None,
                                 reason="needs Debian's montage and rake")
@@ -33,29 +33,16 @@ def test_sky_tiles_are_fits_montage_reads(tmp_path):
 
 
 @pytest.mark.parametrize("tiles,expect", [(4, 6), (6, 11), (9, 20)])
-def test_model_counts_the_overlaps_montage_finds(tmp_path, tiles, expect):
-    sky.make_sky(str(tmp_path / "raw"), tiles=tiles, width=64, height=64)
+def test_the_task_graph_has_the_overlaps_montage_finds(tmp_path, tiles, expect):
+    from mtcio.db import taskgraph
+    pairs = prepare.prepare(str(tmp_path), "tiny", tiles=tiles)
     found = prepare.plan_overlaps(str(tmp_path / "raw"))
-    assert len(found) == sum(montage_model.overlaps(tiles)) == expect
-
-
-def test_model_loads_and_predicts(tmp_path):
-    from mtcio.db import workflow_model
-    out = tmp_path / "m.yaml"
-    assert montage_model.main(["--tiles", "16", "--hosts", "4", "--procs", "2", "-o", str(out)]) == 0
-    wf = workflow_model.load(str(out))
-    n = {s.name: (s.tasks, s.hosts) for s in wf.stages}
-    assert n == {"mImgtbl-raw": (1, 1), "mMakeHdr": (1, 1), "mProjectPP": (16, 4), "mImgtbl-proj": (1, 1),
-                 "mOverlaps": (1, 1), "mDiff": (42, 4), "mFitplane": (42, 4), "concatFit": (1, 1), "mBgModel": (1, 1),
-                 "mBackground": (16, 4), "mImgtbl-corr": (1, 1), "mAdd": (1, 1), "mShrink": (1, 1), "mViewer": (1, 1)}
-    proj = next(s for s in wf.stages if s.name == "mProjectPP")
-    assert proj.read.bytes_per_task.mean == 2 * 1024 * 1024 and proj.read.alpha == 0.94
-    assert proj.write.bytes_per_task.mean == 8 * 1024 * 1024
-    r = subprocess.run([os.path.join(os.path.dirname(sys.executable), "mtcpredict"), str(out), "--bootstrap", "0"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert sum(1 for line in r.stdout.splitlines() if line.startswith("mDiff ")) == 2      # faithful, refined
-    assert montage_model.main(["--tiles", "1", "--hosts", "4", "-o", str(out)]) == 2
+    r = subprocess.run(["rake", "-P"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    graph = taskgraph.parse(r.stdout)
+    diffs = sorted(t for t in graph if t.startswith("diffs/diff."))
+    assert len(found) == len(pairs) == len(diffs) == expect
+    assert sum(1 for t in graph if t.startswith("proj/")) == tiles
+    assert graph["mosaic.fits"] == ["corr.tbl", "template.hdr"]
 
 
 def test_rakefile_under_plain_rake(tmp_path):
