@@ -65,3 +65,28 @@ def test_16_tiles_predict_64_without_under_predicting_the_one_task_stages(db, tm
                           "--what-if", "hosts=4", "tasks=x4"), "what_if")
     assert sum(old[s]["total_s"] for s in single) / sum(measured[s] for s in single) < 0.5
     assert old["mAdd"]["total_s"] < 0.3 * measured["mAdd"]
+
+
+def test_refusals_on_stored_runs(db, tmp_path):
+    out = tmp_path / "m.yaml"
+    r = subprocess.run([os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", "m16x2,m64x4", "--size",
+                        "m16x2=64,m64x4=16", "-o", str(out)], capture_output=True, text=True)
+    assert (r.returncode, r.stderr) == (2, "mtcprof model: --size: run 'm16x2' is given the larger size (64 > 16) "
+                                           "but has fewer tasks than 'm64x4' (126 < 558): sizes must grow with the "
+                                           "runs\n")
+    assert not out.exists()
+    run("mtcprof", "model", "--db", db, "--run", "m16x2", "--size", "m16x2=16", "-o", str(out))
+    for argv, said in ((["--at", "size=129"], "size 129 is more than 8x outside the traced sizes (16); --force to "
+                                               "predict it anyway"),
+                       (["--what-if", "size=1.9"], "size 1.9 is more than 8x outside the traced sizes (16); --force "
+                                                   "to predict it anyway"),
+                       (["--at", "size=64", "hosts=0"], "--at 'hosts=0': hosts takes a whole number >= 1"),
+                       (["--at", "size=64", "--tasks-from", str(tmp_path / "none.txt")],
+                        f"{tmp_path / 'none.txt'}: cannot read (No such file or directory)")):
+        r = subprocess.run([os.path.join(BIN, "mtcpredict"), str(out), *argv, "--out", str(tmp_path / "o")],
+                           capture_output=True, text=True)
+        assert (r.returncode, r.stderr) == (2, f"mtcpredict: {said}\n"), argv
+        assert not (tmp_path / "o").exists()
+    r = subprocess.run([os.path.join(BIN, "mtcpredict"), str(out), "--at", "size=129", "--force", "--bootstrap", "0",
+                        "--envelope", f"{db}:bed4", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0 and json.loads(r.stdout)["at"]["size"] == 129
