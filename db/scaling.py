@@ -6,9 +6,10 @@
 
 A stage's reads are split by where each file came from (its *source*): the stage whose task wrote it, or, for
 the workflow's inputs, their name shape (`raw/t#.fits`: the path in the workflow's folder, digits masked). A part
-is *gathered* when its tasks read at least half the files of a source of two or more (a one-task stage reading
-every tile, a stage reading every output of a fan-out): it then grows with that source's count (tasks of the
-stage, input files of the shape); every other part grows with the size. Counts (tasks per stage, input files per
+is *gathered* when its tasks read more than half the files of a source of two or more, counting the source's files
+of the name shapes read (a one-task stage reading every tile, a stage reading every image of a fan-out but not
+the area files beside them): it then grows with that source's count (tasks of the stage, input files of the
+shape); every other part grows with the size. Counts (tasks per stage, input files per
 shape) are fitted on the size, or read exactly from the target's task graph (db/taskgraph.py). Each fit:
 
     constant      the runs agree within 1 %
@@ -29,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 
 CONSTANT_TOL = 0.01     # runs agreeing within 1 % are one constant (a count or a byte total that did not grow)
-GATHER_SHARE = 0.5      # a part reading at least half of its source's files reads "all of them": it grows with them
+GATHER_SHARE = 0.5      # a part reading more than half of its source's files reads "all of them": it grows with them
 INPUT = "input:"        # source prefix of the workflow's own input files (read, written by no task of the run)
 
 # per-task parts of a stage's reads, and the stage totals of its shared files: name -> model field it sums into
@@ -85,7 +86,8 @@ def shape_of(s, run, scope: str = "auto") -> RunShape:
     written = tf[tf["written"]]
     producer = dict(zip(written["key"], written["stage"]))   # the stage whose task wrote it (the last one)
     src = tf["key"].map(lambda k: producer.get(k) or INPUT + name_shape(rel[k]))
-    tf = tf.assign(source=src)
+    tf = tf.assign(source=src, shape=tf["key"].map(lambda k: name_shape(rel[k])))
+    made = tf[tf["written"]].drop_duplicates("key").groupby(["source", "shape"]).size().to_dict()
     for st, t in tasks.groupby("stage"):
         out.counts["tasks:" + st] = len(t)
         out.names[st] = sorted({name_shape(n) for n in t["name"]})
@@ -105,14 +107,16 @@ def shape_of(s, run, scope: str = "auto") -> RunShape:
                 files = g.groupby("task_id")["key"].nunique().sum() / n
                 parts.setdefault(fk, {})[source] = files
                 parts.setdefault(bk, {})[source] = float(g["bytes_read"].sum()) / n
-                whole = out.counts.get(source if source.startswith(INPUT) else "tasks:" + source, 0)
-                per_task = whole >= 2 and files >= GATHER_SHARE * whole
+                # the source's files of the shapes read (a stage's images, not its area files beside them)
+                whole = sum(made.get((source, sh), 0) for sh in g["shape"].unique()) \
+                    if not source.startswith(INPUT) else out.counts.get(source, 0)
+                per_task = whole >= 2 and files > GATHER_SHARE * whole
                 gathered.setdefault(fk, {})[source] = gathered.setdefault(bk, {})[source] = per_task
                 if part == "shared":
                     uniq = g.drop_duplicates("key")
                     parts.setdefault("shared.files", {})[source] = float(len(uniq))
                     parts.setdefault("shared.bytes", {})[source] = float(uniq["size"].fillna(0).sum())
-                    coll = whole >= 2 and len(uniq) >= GATHER_SHARE * whole
+                    coll = whole >= 2 and len(uniq) > GATHER_SHARE * whole
                     gathered.setdefault("shared.files", {})[source] = coll
                     gathered.setdefault("shared.bytes", {})[source] = coll
         w = tf[(tf["stage"] == st) & tf["written"]]

@@ -21,8 +21,9 @@ SIZES = (4, 9, 16)
 
 
 @pytest.fixture(scope="module")
-def traced(testbed, tmp_path_factory):
+def traced(bed_manager, tmp_path_factory):
     """One db with a traced run of each size (runs t4, t9, t16) and the prepared folders."""
+    testbed = bed_manager.ensure()
     base = tmp_path_factory.mktemp("scale")
     db = str(base / "m.db")
     bed = mrun.Bed(testbed.hosts, {h: testbed.mount(h) for h in testbed.hosts}, testbed.user)
