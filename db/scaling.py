@@ -56,8 +56,6 @@ class RunShape:
     names: dict = field(default_factory=dict)      # stage -> sorted task-name shapes
     parts: dict = field(default_factory=dict)      # stage -> part -> source -> value
     gathered: dict = field(default_factory=dict)   # stage -> part -> source -> bool
-    hosts: int = 1
-    procs: int = 1
 
 
 def _root(tf) -> str:
@@ -80,7 +78,6 @@ def shape_of(s, run, scope: str = "auto") -> RunShape:
     tasks = tasks[tasks["stage"].notna()]
     tf = tf[tf["stage"].notna()]
     out = RunShape(run=str(run))
-    out.hosts = max(1, int(tasks["host"].nunique()))
     root = _root(tf)
     rel = {k: (k[len(root):] if k.startswith(root) else k) for k in tf["key"].unique()}
     written = tf[tf["written"]]
@@ -99,7 +96,7 @@ def shape_of(s, run, scope: str = "auto") -> RunShape:
         n = len(t)
         mine = rd[rd["stage"] == st]
         parts, gathered = {}, {}
-        for part, cls, col in (("read", "1-1", None), ("shared", "N-1", None)):
+        for part, cls in (("read", "1-1"), ("shared", "N-1")):
             sel = mine[mine["read_class"] == cls]
             fk, bk = ("read.files", "read.bytes") if part == "read" else ("shared.files_per_task",
                                                                            "shared.bytes_per_task")
@@ -123,7 +120,6 @@ def shape_of(s, run, scope: str = "auto") -> RunShape:
         parts["write.files"] = {"": w.groupby("task_id")["key"].nunique().sum() / n}
         parts["write.bytes"] = {"": float(w["bytes_written"].sum()) / n}
         out.parts[st], out.gathered[st] = parts, gathered
-    out.procs = 1
     return out
 
 
@@ -435,10 +431,10 @@ def _place(s, ref, hosts: int, procs: int, c0: int) -> None:
     s.concurrency = min(n, c * procs)
     even = ref.tasks_max_per_host is None or ref.tasks_max_per_host <= math.ceil(ref.tasks / ref.hosts)
     s.tasks_max_per_host = math.ceil(n / c) if even else balls_in_bins_max(n, c)
-    c_ref = ref.hosts
-    s.read.alpha = local_share(ref.read.alpha, c_ref, c)
-    s.read.alpha_files = local_share(ref.read.alpha_files, c_ref, c)
-    s.shared.alpha = local_share(ref.shared.alpha, c_ref, c)
+    # the inputs are spread over the workflow's hosts, not the stage's: a one-task stage ran on one host of c0
+    s.read.alpha = local_share(ref.read.alpha, c0, hosts)
+    s.read.alpha_files = local_share(ref.read.alpha_files, c0, hosts)
+    s.shared.alpha = local_share(ref.shared.alpha, c0, hosts)
     i = io_concurrency(ref.io_concurrency, ref.concurrency, s.concurrency)
     if ref.io_concurrency_served is not None and ref.io_concurrency:
         s.io_concurrency_served = round(max(1.0, ref.io_concurrency_served * i / ref.io_concurrency), 4)

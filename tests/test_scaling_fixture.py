@@ -1,7 +1,10 @@
 """Trace small, predict large on stored runs (no testbed): the model of a 16-tile run on 2 hosts, told its size,
 predicts 64 tiles on 4 hosts. Multiplying the task counts (`--what-if hosts=4 tasks=x4`) left every one-task stage
-reading what it read at 16 tiles; the model that scales gives them their gathered inputs, and none of them (of
-50 ms or more) is predicted more than 30 % under the 64-tile run's measured I/O time."""
+reading what it read at 16 tiles (the old way, checked to fail here). The model that scales gives them their
+gathered inputs: none of them (of 50 ms or more) is predicted more than 30 % under what the 64-tile run's own
+model predicts with the same envelope (the scaling's share of the error), and together they are not more than
+30 % under the measured I/O time.
+"""
 import gzip
 import json
 import os
@@ -53,9 +56,10 @@ def test_16_tiles_predict_64_without_under_predicting_the_one_task_stages(db, tm
     gathers = ("mImgtbl-raw", "mImgtbl-proj", "mImgtbl-corr", "mAdd")
     assert [at.stage(s).read.files_per_task for s in gathers] == [real.stage(s).read.files_per_task
                                                                   for s in gathers] == [64, 64, 64, 130]
+    own = predictions(run("mtcpredict", big, *envs, "--variant", "refined", "--bootstrap", "0", "--json"))
     for s in single:
         if measured[s] >= 0.05:
-            assert new[s]["error_pct"] >= -30, (s, new[s]["error_pct"])
+            assert new[s]["total_s"] >= 0.7 * own[s]["total_s"], (s, new[s]["total_s"], own[s]["total_s"])
     total = sum(new[s]["total_s"] for s in single) / sum(measured[s] for s in single)
     assert total >= 0.7, total
 
@@ -64,7 +68,7 @@ def test_16_tiles_predict_64_without_under_predicting_the_one_task_stages(db, tm
     old = predictions(run("mtcpredict", plain, *envs, "--variant", "refined", "--bootstrap", "0", "--json",
                           "--what-if", "hosts=4", "tasks=x4"), "what_if")
     assert sum(old[s]["total_s"] for s in single) / sum(measured[s] for s in single) < 0.5
-    assert old["mAdd"]["total_s"] < 0.3 * measured["mAdd"]
+    assert old["mAdd"]["total_s"] < 0.3 * own["mAdd"]["total_s"]
 
 
 def test_refusals_on_stored_runs(db, tmp_path):
