@@ -342,6 +342,12 @@ def _html(result, imgs, measured, wf, envelope=None):
              f"<p>Envelope <b>{e(str(env['name']))}</b> from {e(str(env['origin']))}"
              + (f" (measured {e(str(prov.get('started', '')))} on {e(str(prov.get('testbed', '')))})" if prov else "")
              + (f"; {CELL_RATE_SAID[env['cell_rate']]}" if env.get("cell_rate") in CELL_RATE_SAID else "") + "</p>"]
+    at = result.get("at")
+    if at:     # a size and host count never traced: say so first, with what was assumed
+        parts.append(f"<p><b>Predicted at size {at['size']:g} on {at['hosts']} hosts x {at['procs']} slots</b>, "
+                     "from a model fitted over traced runs of other sizes"
+                     + (f"; task counts from the graph {e(str(at['graph']))}" if at.get("graph") else "")
+                     + ".</p><ul>" + "".join(f"<li>{e(n)}</li>" for n in at.get("notes", [])) + "</ul>")
     if result.get("validated_runs"):
         parts.append(f"<p>Validated against traced run(s): {e(', '.join(result['validated_runs']))}. Measured = per "
                      "host, the sum of its tasks' traced I/O time divided by its slots; the maximum over hosts.</p>")

@@ -45,6 +45,9 @@ def test_16_tiles_predict_64_without_under_predicting_the_one_task_stages(db, tm
             "refined", "--bootstrap", "0", "--json", "--out", str(tmp_path / "p"))
     assert "task counts extrapolated from the fits differ from the run's: compared anyway" in r.stderr
     new = predictions(r)
+    page = (tmp_path / "p" / "report.html").read_text()
+    assert "<b>Predicted at size 64 on 4 hosts x 2 slots</b>, from a model fitted over traced runs" in page
+    assert "<li>one size traced: fan-out stages&#x27; task counts and gathered inputs taken proportional" in page
     single = [s for s, p in new.items() if p["N"] == 1]
     assert len(single) == 10 and {new[s]["N"] for s in ("mProjectPP", "mBackground")} == {64}
     measured = {s: new[s]["measured_s"] for s in new}

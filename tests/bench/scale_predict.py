@@ -75,9 +75,14 @@ def source(work, tiles):
 
 
 def graph(work, tiles):
+    """`rake -P` of the target's folder, in a copy of it: loading the Rakefile makes its output folders."""
     path = os.path.join(work, f"graph{tiles}.txt")
+    dry = os.path.join(work, f"dry{tiles}")
+    shutil.rmtree(dry, ignore_errors=True)
+    shutil.copytree(source(work, tiles), dry)
     with open(path, "w") as f:
-        f.write(sh("rake", "-P", cwd=source(work, tiles)).stdout)
+        f.write(sh("rake", "-P", cwd=dry).stdout)
+    shutil.rmtree(dry)
     return path
 
 
