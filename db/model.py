@@ -440,7 +440,7 @@ def main(args: argparse.Namespace) -> int:
         runs = [r for r in args.run.split(",")] if "," in args.run else [args.run]
         if len(set(runs)) != len(runs) or not all(runs):
             raise ValueError(f"--run {args.run!r}: each run once, names separated by commas")
-        sizes = parse_sizes(runs, args.size)
+        sizes = parse_sizes(runs, getattr(args, "size", None))
         s = Store(args.db)
         if sizes is None:
             wf = build(s, args.run, args.files, args.envelope_run)
