@@ -12,15 +12,8 @@ from mtcio.db import ingest as ing
 from mtcio.db import workflow_model as wm
 from mtcio.db.api import Store
 from mtcio.db import model
-from test_db_ingest import make_run, quiet
-
-
-def run_model(argv, capsys):
-    import argparse
-    p = argparse.ArgumentParser()
-    model.add_arguments(p)
-    rc = model.main(p.parse_args(argv))
-    return rc, capsys.readouterr().err
+from helpers.cli import run_model
+from helpers.tracing import make_run, quiet, traced
 
 
 @pytest.fixture
@@ -69,7 +62,6 @@ def test_model_values(wf_yaml):
 
 def test_redirected_writes_are_told_from_own_writes(tmp_path, capsys):
     """A file created by the shell's `>` and written through the inherited fd 1 is redirected; cp's own is not."""
-    from test_db_ingest import traced
     d, logs = tmp_path / "d", tmp_path / "logs"
     d.mkdir(), logs.mkdir()
     (d / "in").write_bytes(b"x" * 3000)
@@ -87,7 +79,6 @@ def test_redirected_writes_are_told_from_own_writes(tmp_path, capsys):
 def test_files_left_for_exit_to_close_are_told(tmp_path, capsys):
     """A file written through an fd the program opened and never closed (dup'ed, one copy closed) leaves its close to
     the exit, which no traced call times; one it closed does not; a `>` output is redirected, not left open."""
-    from test_db_ingest import traced
     d, logs = tmp_path / "d", tmp_path / "logs"
     d.mkdir(), logs.mkdir()
     py = ("import os\n"
@@ -112,7 +103,6 @@ def test_compute_per_call_is_the_time_outside_io_over_the_calls(tmp_path, capsys
     """Two dd's of 4 write(2) calls of 8 KiB each, 0.3 s apart, in one task: 10 calls reach the file system (per
     dd: its output's open and 4 writes; /dev/zero is no file, the shell's PATH look-ups no call) and the task spent
     >= 0.3 s outside I/O: >= 30 ms per call."""
-    from test_db_ingest import traced
     d, logs = tmp_path / "d", tmp_path / "logs"
     d.mkdir(), logs.mkdir()
     dd = "dd if=/dev/zero of={} bs=8k count=4 2>/dev/null"
@@ -176,7 +166,6 @@ def test_model_unknown_run(wf_yaml, tmp_path, capsys):
 def test_stdio_calls_are_counted_as_the_system_calls_of_their_buffer(tmp_path, capsys):
     """fwrite of 64 B x 1000 is counted as the write(2)s of an 8 KiB stream buffer (glibc's, at gfarm2fs's
     st_blksize): 8, so the model's bytes per call is 64,000 / 8; 1-byte preads are system calls themselves."""
-    from test_db_ingest import traced
     from mtcio.preload.testing import prog
     d, logs = tmp_path / "d", tmp_path / "logs"
     d.mkdir(), logs.mkdir()
@@ -207,7 +196,6 @@ def test_stats_cached_fraction_counts_stats_under_20_us():
 
 def two_tasks_metadata(tmp_path, capsys, d, py):
     """The model's metadata of stage S after two traced tasks ran `py` (paths under d recorded)."""
-    from test_db_ingest import traced
     logs = tmp_path / "logs"
     logs.mkdir()
     for t in ("a", "b"):
@@ -251,7 +239,6 @@ def test_failed_lookups_are_counted_per_task(tmp_path, capsys):
 def test_idle_before_ms_is_the_hosts_io_idle_before_a_tasks_first_open(tmp_path, capsys):
     """Task h (stage H, the host's first I/O) holds a open for 1 s; r0 (stage R0) opens b 0.3 s into it: idle 0;
     r4 (stage R4) opens c 0.4 s after h closed a."""
-    from test_db_ingest import traced
     d, logs = tmp_path / "d", tmp_path / "logs"
     d.mkdir(), logs.mkdir()
     for n in "abc":
@@ -282,7 +269,6 @@ def test_machine_busy_is_the_machines_cpu_share_while_the_stage_ran(tmp_path, ca
     anything else ran); stage SHORT's task ends within the clock's 10 ms steps: unknown. Each process's CPU clock is
     the shim's, ordered and on this machine's CPU count."""
     import os
-    from test_db_ingest import traced
     logs = tmp_path / "logs"
     logs.mkdir()
     spin = f"{sys.executable} -c 'import time; t = time.time() + 0.4\nwhile time.time() < t: pass'"
@@ -358,7 +344,6 @@ def test_cpu_wait_is_the_share_of_process_time_without_a_cpu(tmp_path, capsys):
     clock is the shim's: CPU seconds at least the spin's; with MTCPROF_CPU_WAIT=1 the shim also times the wait
     inside each call."""
     import os
-    from test_db_ingest import traced
     if os.cpu_count() < 2 or not shutil.which("taskset"):
         pytest.skip("needs 2 CPUs and taskset")
     logs, data = tmp_path / "logs", tmp_path / "data"
@@ -403,7 +388,6 @@ def test_cpu_wait_is_the_share_of_process_time_without_a_cpu(tmp_path, capsys):
 def test_young_fraction_is_the_share_read_within_a_second_of_its_write_on_the_host(tmp_path, capsys):
     """Stage W writes a (1,000 B) and b (3,000 B); stage R's first task reads a at once and c (4,000 B, older than
     the run) with it, its second task b 1.2 s later: 1,000 of the 8,000 bytes R read were young."""
-    from test_db_ingest import traced
     d, logs = tmp_path / "d", tmp_path / "logs"
     d.mkdir(), logs.mkdir()
     (d / "c").write_bytes(b"c" * 4000)
