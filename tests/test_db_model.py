@@ -337,12 +337,36 @@ def test_call_wait_strings(text, want):
     assert ing.call_wait(text) == want
 
 
+def test_cpu_wait_from_the_processes_clocks():
+    """The stage's figures from its processes' scheduler clocks, exact: three processes of 0.9 s, 0.3 s on a CPU
+    and 0.6 s ready without one (never asleep), 0.3 s each in I/O of which 0.2 s timed waiting: 2/3 by each measure;
+    one alone, 0.3 s on a CPU: 0; one asleep 0.6 s of its 1 s, 0.2 s on a CPU, 0.2 s waiting, 0.8 s in I/O: it waits
+    for a CPU half the time it wants one, inside its I/O only while awake (0.2 s), 0.125 of it. A process without a
+    clock (older shim) counts in none; a stage with none has none."""
+    import pandas as pd
+    s = 10 ** 9
+    rows = [(1, 0, 0.9 * s, 0.3, 0.6, 0.3, 0.2)] * 3 + [(2, 0, 0.3 * s, 0.3, 0.0, 0.1, 0.0),
+                                                         (3, 0, 1 * s, 0.2, 0.2, 0.8, 0.1),
+                                                         (3, 0, 5 * s, None, None, 1.0, 0.1),
+                                                         (4, 0, 1 * s, None, None, 1.0, None)]
+    procs = pd.DataFrame(rows, columns=["task_id", "start_ns", "end_ns", "sched_cpu_s", "sched_wait_s", "io_s",
+                                        "io_cpu_wait_s"], dtype=float)
+    assert (model._cpu_wait(procs, [1]), model._io_cpu_wait(procs, [1]),
+            model._io_cpu_wait_measured(procs, [1])) == (0.6667, 0.6667, 0.6667)
+    assert (model._cpu_wait(procs, [2]), model._io_cpu_wait(procs, [2]),
+            model._io_cpu_wait_measured(procs, [2])) == (0.0, 0.0, 0.0)
+    assert (model._cpu_wait(procs, [3]), model._io_cpu_wait(procs, [3])) == (0.2, 0.125)
+    assert (model._cpu_wait(procs, [4]), model._io_cpu_wait(procs, [4]),
+            model._io_cpu_wait_measured(procs, [4])) == (None, None, None)
+
+
 def test_cpu_wait_is_the_share_of_process_time_without_a_cpu(tmp_path, capsys):
     """Stage CROWD: three traced processes pinned to one CPU at once, each computing 0.3 s of CPU between reads of
-    1 MiB from the page cache (never asleep), so each waits for the other two about 2/3 of its life, inside its
-    reads as outside; stage ALONE: one pinned to the other CPU, nothing to wait for. Each process's scheduler
-    clock is the shim's: CPU seconds at least the spin's; with MTCPROF_CPU_WAIT=1 the shim also times the wait
-    inside each call."""
+    1 MiB from the page cache (never asleep), so each waits for the other two; stage ALONE: one pinned to the other
+    CPU. Each process's scheduler clock is the shim's: CPU seconds at least the spin's; with MTCPROF_CPU_WAIT=1 the
+    shim also times the wait inside each call. The stage's cpu_wait is its processes' wait over their lives, as
+    stored. How much they wait depends on what else the machine runs: the figures (about 2/3 crowded, under 0.2
+    alone, on a quiet machine) are tests/bench/cpu_bench.py's."""
     import os
     if os.cpu_count() < 2 or not shutil.which("taskset"):
         pytest.skip("needs 2 CPUs and taskset")
@@ -368,21 +392,25 @@ def test_cpu_wait_is_the_share_of_process_time_without_a_cpu(tmp_path, capsys):
     p = Store(db).processes("W")
     py = p[p["exe"].str.contains("python")]
     assert len(py) == 4 and (py["sched_cpu_s"] >= 0.3).all()
-    assert (py.loc[py["stage"] == "CROWD", "sched_slices"] >= 10).all()     # switched with the two others
+    crowd = py[py["stage"] == "CROWD"]
+    assert (crowd["sched_slices"] >= 10).all() and (crowd["sched_wait_s"] > 0).all()   # switched with the others
     out = tmp_path / "wf.yaml"
     assert run_model(["--db", str(db), "--run", "W", "-o", str(out)], capsys)[0] == 0
     w = wm.load(str(out))
-    assert 0.4 <= w.stage("CROWD").cpu_wait <= 0.8 and 0.4 <= w.stage("CROWD").io_cpu_wait <= 0.8
-    assert w.stage("ALONE").cpu_wait < 0.2 and w.stage("ALONE").io_cpu_wait < 0.2
+    for stage in ("CROWD", "ALONE"):
+        q = p[(p["stage"] == stage) & p["sched_wait_s"].notna() & p["end_ns"].notna()]
+        life = ((q["end_ns"] - q["start_ns"]) / 1e9).sum()
+        assert w.stage(stage).cpu_wait == round(min(1.0, q["sched_wait_s"].sum() / life), 4)
+        assert 0 <= w.stage(stage).io_cpu_wait <= 1
+        io = p[(p["stage"] == stage) & (p["io_s"] > 0)]
+        assert w.stage(stage).io_cpu_wait_measured == round(min(1.0, io["io_cpu_wait_s"].sum() / io["io_s"].sum()), 4)
     assert (py["io_s"] > 0).all()
     # MTCPROF_CPU_WAIT=1: each call on the data file timed (its open and every pread); the wait inside them is part
-    # of the process's wait (how much depends on where the scheduler preempts: 0.01-0.11 of the reads' time here on
-    # an idle machine, 0.60 beside a loaded one), none where nothing else runs
+    # of the process's wait
     fa = Store(db).file_access("W")
     calls = fa[fa["path"] == str(data)].groupby("process_id")[["opens", "reads"]].sum().sum(axis=1)
     assert (py.set_index("id")["io_cpu_wait_calls"] == calls.reindex(py["id"]).values).all()
     assert ((py["io_cpu_wait_s"] >= 0) & (py["io_cpu_wait_s"] <= py["sched_wait_s"] + 1e-3)).all()
-    assert w.stage("CROWD").io_cpu_wait_measured is not None and w.stage("ALONE").io_cpu_wait_measured < 0.2
 
 
 def test_young_fraction_is_the_share_read_within_a_second_of_its_write_on_the_host(tmp_path, capsys):
