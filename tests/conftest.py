@@ -19,6 +19,15 @@ MTCBED = [sys.executable, "-m", "mtcio.testbed.cli"]
 TESTBED_NODES = 4
 
 
+@pytest.hookimpl(tryfirst=True)     # before -m deselects
+def pytest_collection_modifyitems(items):
+    """A test that gets the testbed fixtures brings a testbed up or tears one down: it is a testbed test even when
+    its module forgot the mark, so `-m "not testbed"` never touches a live testbed."""
+    for item in items:
+        if "bed_manager" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("testbed"):
+            item.add_marker(pytest.mark.testbed)
+
+
 class Testbed:
     """Handle on a running testbed, described by `mtcbed status --json`."""
 

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.testbed   # brings a testbed up and tears it down
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = [sys.executable, os.path.join(REPO, "montage_example", "demo.py")]
 RUNS = ("montage-demo", "montage-demo-2")

@@ -178,18 +178,43 @@ def test_a_busy_machine_is_said_before_the_sweep(tmp_path):
     assert len(load(tmp_path / "t.db", "hot")) == 1     # then measured anyway
 
 
-def test_the_wait_for_a_quiet_machine_ends_when_it_is_quiet(tmp_path):
-    """CPUs spinning for 2 s: the sweep waits for them (at most 60 s), says when it was quiet, and does not warn."""
-    env = stand_in_fio(tmp_path)
-    procs = spinners(2)
-    cp = cli("measure", "--db", tmp_path / "t.db", "--name", "q", *FIO_SWEEP, "--mount", str(tmp_path),
-             "--metrics", "TL", "--wait-quiet", "60", env=env)
-    for p in procs:
-        p.wait()
-    assert "mtcenvelope: the machine is busy (CPUs " in cp.stderr and "waiting up to 60 s" in cp.stderr
-    quiet = [x for x in cp.stderr.splitlines() if x.startswith("mtcenvelope: quiet after ")]
-    assert len(quiet) == 1, cp.stderr
-    assert 1 <= int(quiet[0].split()[3]) < 60 and "warning: the machine is busy" not in cp.stderr
+class ScriptedMachine:
+    """This machine as mtcenvelope's look sees it, scripted: a clock that moves only when the look sleeps, and CPUs
+    100 % busy until ``busy_until`` s, idle after, whatever else the real machine runs."""
+
+    def __init__(self, busy_until):
+        self.now, self.busy_until = 0.0, busy_until
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+    def cpu(self):          # (busy, total) ticks since boot, 1 ms each
+        return round(min(self.now, self.busy_until) * 1000), round(self.now * 1000)
+
+
+def test_the_wait_for_a_quiet_machine_ends_when_it_is_quiet(tmp_path, monkeypatch, capsys):
+    """CPUs busy for 2.2 s: the sweep waits for them (at most 60 s), says when it was quiet, and does not warn.
+    Looks of 0.5 s: five are busy (the fifth 40 %), the sixth, from 2.5 to 3 s, is quiet."""
+    from mtcio.envelope import cli as envcli
+    from mtcio.envelope import machine
+    m = ScriptedMachine(busy_until=2.2)
+    monkeypatch.setattr(machine, "time", m)         # the load and clock the look sees: not the real machine's
+    monkeypatch.setattr(machine, "_cpu", m.cpu)
+    monkeypatch.setattr(machine, "_disks", dict)
+    monkeypatch.setenv("PATH", stand_in_fio(tmp_path)["PATH"])
+    rc = envcli.main([str(a) for a in ("measure", "--db", tmp_path / "t.db", "--name", "q", *FIO_SWEEP,
+                                       "--mount", tmp_path, "--metrics", "TL", "--wait-quiet", "60")])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert [x for x in err.splitlines() if not x.startswith("done: run 'q' ")] == [
+        "mtcenvelope: the machine is busy (CPUs 100% busy, disks 0% busy, 0.0 MiB/s written (over 0.5 s)); "
+        "waiting up to 60 s for it to quiet down",
+        "mtcenvelope: quiet after 3 s (CPUs 0% busy, disks 0% busy, 0.0 MiB/s written (over 0.5 s))"]
+    assert m.now == 3.0
+    assert len(load(tmp_path / "t.db", "q")) == 1
 
 
 def test_writes_to_a_disk_make_the_machine_busy():

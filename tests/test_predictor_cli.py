@@ -10,14 +10,10 @@ import sys
 import pytest
 import yaml
 
+from helpers.cli import MONTAGE, predict
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MONTAGE = os.path.join(ROOT, "montage_example", "montage.yaml")
 STAGES = ["mProjectPP", "mDiff", "mBackground", "mAdd"]
-
-
-def predict(*args, **kw):
-    return subprocess.run([sys.executable, "-c", "import sys; from mtcio.cli import mtcpredict; sys.exit(mtcpredict())",
-                           *map(str, args)], capture_output=True, text=True, **kw)
 
 
 def test_montage_with_the_shipped_envelope_table():

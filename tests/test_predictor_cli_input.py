@@ -10,9 +10,9 @@ import yaml
 from mtcio.db import ingest as ing
 from mtcio.db import store
 from mtcio.predictor import envelope_source
-from test_db_ingest import make_run, quiet, traced
-from test_db_model import run_model
-from test_predictor_cli import MONTAGE, predict
+
+from helpers.cli import MONTAGE, predict, run_model
+from helpers.tracing import make_run, quiet, traced
 
 
 def shipped():

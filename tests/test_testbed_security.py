@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import Testbed as Bed, mtcbed
-from test_testbed import _nothing_left
+from helpers.testbed import nothing_left as _nothing_left
 
 pytestmark = pytest.mark.testbed
 
