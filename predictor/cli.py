@@ -506,8 +506,8 @@ def _write_out(out, result, wf, surface, preds, measured, envelope=None):
     write_private(os.path.join(out, "prediction.json"), json.dumps(result, indent=1, default=_jsonable))
     if result.get("at"):       # the model instantiated at --at: what was predicted, field by field
         from mtcio.db.workflow_model import dump
-        write_private(os.path.join(out, "model-at.yaml"), "# mtcio workflow model: " + wf.source["at"] + "\n" +
-                      dump(wf))
+        write_private(os.path.join(out, "model-at.yaml"), "# mtcio workflow model: "
+                      + printable(wf.source["at"], 100000) + "\n" + dump(wf))   # a comment line: \xNN, no newline
 
 
 def _jsonable(o):
