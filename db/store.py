@@ -18,8 +18,10 @@ import time
 from importlib import resources
 from typing import Any, Callable, Iterable
 
+# new dbs and outputs are private (mtcio/private.py); callers use them as store.*
+from mtcio.private import PRIVATE_DIR, PRIVATE_FILE, private_dir, write_private  # noqa: F401
+
 SCHEMA_VERSION = 7
-PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700     # traces reveal users' paths and argv: new dbs and outputs are private
 
 
 class StoreError(RuntimeError):
@@ -66,37 +68,6 @@ def readable(s):
     if _UNREADABLE.search(s) is None:
         return s
     return _UNREADABLE.sub(lambda m: "\\x%02x" % (ord(m.group()) & 0xFF), s)
-
-
-# ---- private outputs -----------------------------------------------------------------------------------------------
-
-def write_private(path: str, data: bytes | str) -> None:
-    """Write a whole output file atomically, mode 0600: a temp file beside it, renamed over it.  A folder at `path`
-    is refused (IsADirectoryError) before anything is written; the temp file never stays behind."""
-    import tempfile
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        raise IsADirectoryError(21, "is a folder, not a file name", path)
-    d, base = os.path.split(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix="." + base + ".", suffix=".tmp", dir=d)   # mkstemp: 0600, O_EXCL
-    except OSError as e:        # name the file asked for, not the temp file
-        raise type(e)(e.errno, e.strerror, path) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def private_dir(path: str) -> None:
-    """Create an output folder (and missing parents) mode 0700; an existing folder is left as it is."""
-    os.makedirs(path, mode=PRIVATE_DIR, exist_ok=True)
 
 
 def schema_sql() -> str:

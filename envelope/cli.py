@@ -440,13 +440,14 @@ def cmd_show(a) -> int:
 
 
 def cmd_export(a) -> int:
+    from mtcio.private import write_private
+
     from .export import export
     fmt = a.format or ("csv" if (a.output or "").endswith(".csv") else "yaml")
     text = export(a.db, a.name, fmt)
     if a.output and a.output != "-":
         try:
-            with open(a.output, "w") as f:
-                f.write(text)
+            write_private(a.output, text)      # 0600 whatever the umask, as every output
         except OSError as e:
             return _cannot_write("export", a.output, e)
         print(f"wrote {a.output}", file=sys.stderr)

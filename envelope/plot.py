@@ -9,8 +9,11 @@ host counts draws one line per (size, hosts) pair.
 from __future__ import annotations
 
 import html
+import io
 import math
 import os
+
+from mtcio.private import private_dir, write_private
 
 from .export import load
 from .stats import hmean
@@ -50,7 +53,7 @@ def plot(db: str, name: str | None, outdir: str) -> list[str]:
 
     df = load(db, name)
     run = str(df["run"].iloc[0])
-    os.makedirs(outdir, exist_ok=True)
+    private_dir(outdir)                 # 0700, and every file in it 0600, whatever the umask
     files = []
     entries = []
     for metric in [m for m in TITLES if m in set(df["metric"])]:
@@ -103,24 +106,26 @@ def plot(db: str, name: str | None, outdir: str) -> list[str]:
         ax.legend(title="file size", fontsize=8, title_fontsize=8)
         fig.tight_layout()
         fn = f"{metric}.png"
-        fig.savefig(os.path.join(outdir, fn))
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        write_private(os.path.join(outdir, fn), buf.getvalue())
         plt.close(fig)
         files.append(os.path.join(outdir, fn))
         entries.append((metric, fn, f"{metric}: {title}", len(d), int((~d["ok"]).sum())))
     idx = os.path.join(outdir, "index.html")
-    with open(idx, "w") as f:
-        f.write("<!doctype html><meta charset=utf-8>"
-                f"<title>MTC envelope {html.escape(run)}</title>"
-                "<style>body{font-family:sans-serif;margin:1em}"
-                "figure{display:inline-block;margin:.5em;vertical-align:top}"
-                "img{max-width:640px;border:1px solid #ccc}</style>"
-                f"<h1>MTC envelope: run {html.escape(run)}</h1>"
-                f"<p>source {html.escape(os.path.abspath(db))}; {len(df)} points, "
-                f"{int((~df['ok']).sum())} failed. x = processes, one line per file size, "
-                "error bars = min..max over repeats.</p>\n")
-        for metric, fn, title, n, nf in entries:
-            f.write(f"<figure><img src='{fn}' alt='{html.escape(title)}'>"
-                    f"<figcaption>{html.escape(title)} &mdash; {n} points"
-                    f"{f', {nf} failed' if nf else ''}</figcaption></figure>\n")
+    parts = ["<!doctype html><meta charset=utf-8>"
+             f"<title>MTC envelope {html.escape(run)}</title>"
+             "<style>body{font-family:sans-serif;margin:1em}"
+             "figure{display:inline-block;margin:.5em;vertical-align:top}"
+             "img{max-width:640px;border:1px solid #ccc}</style>"
+             f"<h1>MTC envelope: run {html.escape(run)}</h1>"
+             f"<p>source {html.escape(os.path.abspath(db))}; {len(df)} points, "
+             f"{int((~df['ok']).sum())} failed. x = processes, one line per file size, "
+             "error bars = min..max over repeats.</p>\n"]
+    for metric, fn, title, n, nf in entries:
+        parts.append(f"<figure><img src='{fn}' alt='{html.escape(title)}'>"
+                     f"<figcaption>{html.escape(title)} &mdash; {n} points"
+                     f"{f', {nf} failed' if nf else ''}</figcaption></figure>\n")
+    write_private(idx, "".join(parts))
     files.append(idx)
     return files

@@ -23,6 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from montage_example import bench, page, prepare, run as mrun  # noqa: E402
+from mtcio.private import private_dir, write_private  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 MTCBED = [sys.executable, "-m", "mtcio.testbed.cli"]
@@ -152,7 +153,8 @@ class Demo:
         self.walls.append(res.wall_s)
         if i == 0:
             m0 = self.bed.mounts[self.bed.hosts[0]] + top
-            shutil.copy(m0 + "/mosaic.png", os.path.join(self.out, "mosaic.png"))
+            with open(m0 + "/mosaic.png", "rb") as fh:        # 0600 as every output (mtcio/private.py)
+                write_private(os.path.join(self.out, "mosaic.png"), fh.read())
         print(f"  {done[0]} commands, {res.wall_s:.1f} s wall")
 
     def model(self):
@@ -198,7 +200,7 @@ def main(argv=None) -> int:
     if a.poll_idle:
         bench.poll_idle()       # its descriptor stays open until the demo exits
     shutil.rmtree(a.out, ignore_errors=True)
-    os.makedirs(a.out)
+    private_dir(a.out)
     d = Demo(a.out, a.preset)
     up = False
     try:

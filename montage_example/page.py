@@ -16,6 +16,8 @@ import math
 import os
 import statistics
 
+from mtcio.private import write_private
+
 PAPER_ALPHA = {"mProjectPP": 0.94, "mDiff": 0.62, "mBackground": 0.63}   # the paper's mDiffFit is our mDiff
 MODELS = ("workflow.yaml", "workflow-2.yaml")       # mtcprof model of the first run, of the second
 PREDICTIONS = ("predict", "predict-2")              # mtcpredict of the second run (first's model), of the first
@@ -176,6 +178,5 @@ min) / mean: an error inside it is within the workflow's own noise.</p>
 </body></html>
 """
     path = os.path.join(out, "index.html")
-    with open(path, "w") as fh:
-        fh.write(page)
+    write_private(path, page)          # 0600 as every output
     return path, summary_text(rows, runs, info)

@@ -7,6 +7,8 @@ import os
 import sqlite3
 import sys
 
+from mtcio.exitcodes import printable   # light: names from a trace may hold undecodable bytes
+
 EPILOG = """\
 variants:
   faithful  equations (1)-(3) of the round-based model as published: C = hosts, ceil(N/C) rounds, T and B as the
@@ -287,12 +289,12 @@ def _run(a) -> int:
     else:
         from .table import render
         print(render(result))
-        for w in warnings:
-            print(f"warning: {w}", file=sys.stderr)
+        for w in warnings:      # a name from the trace may hold undecodable bytes: \xNN, as other messages
+            print(f"warning: {printable(w, 100000)}", file=sys.stderr)
     if a.at and not a.json:
-        print(f"mtcpredict: {wf.source['at']}", file=sys.stderr)
+        print(f"mtcpredict: {printable(wf.source['at'], 100000)}", file=sys.stderr)
         for n in at_notes:
-            print(f"mtcpredict: note: {n}", file=sys.stderr)
+            print(f"mtcpredict: note: {printable(n, 100000)}", file=sys.stderr)
     if a.out:
         print(f"mtcpredict: report in {os.path.join(a.out, 'report.html')}", file=sys.stderr)
     return 0
@@ -473,10 +475,13 @@ def _store(spec, result, measured, runs, env):
         env_run = env.run if (env.db and os.path.samefile(env.db, db)) else None
         for d in result["predictions"]:
             m = measured.get(d["stage"])
+            # names go to the db as the store keeps them (db_text: a non-UTF-8 name is a BLOB of its bytes); the
+            # envelope is compared as inputs holds it, a JSON string, decoded by SQLite on both sides
             with conn:   # a prediction made again replaces the earlier one (same run, stage, variant, envelope)
                 conn.execute("DELETE FROM predictions WHERE run_id = (SELECT id FROM runs WHERE name = ?) AND "
-                             "stage = ? AND variant = ? AND json_extract(inputs, '$.envelope') = ?",
-                             (runs[0], d["stage"], d["variant"], env.origin))
+                             "stage = ? AND variant = ? AND json_extract(inputs, '$.envelope') = json_extract(?, '$')",
+                             (store.db_text(runs[0]), store.db_text(d["stage"]), d["variant"],
+                              json.dumps(env.origin)))
             pid = store.add_prediction(
                 conn, stage=d["stage"], variant=d["variant"], predicted_s=d["total_s"], run=runs[0],
                 envelope_run=env_run, N=d["N"], C=d["C"], D=d["D"], D_N=d["D_N"], alpha=d["alpha"],
@@ -485,22 +490,24 @@ def _store(spec, result, measured, runs, env):
                         "runs": runs},
                 terms=d["terms"], bottleneck=d["dominant"])
             if m:
-                store.add_validation(conn, pid, m["measured_s"],
-                                     source=f"max over hosts of per-slot traced I/O time; runs {','.join(runs)}"
-                                            + (f"; noise {m['noise']:.3f}" if m.get("noise") is not None else ""))
+                store.add_validation(conn, pid, m["measured_s"], source=store.db_text(
+                    f"max over hosts of per-slot traced I/O time; runs {','.join(runs)}"
+                    + (f"; noise {m['noise']:.3f}" if m.get("noise") is not None else "")))
     finally:
         conn.close()
 
 
 def _write_out(out, result, wf, surface, preds, measured, envelope=None):
-    os.makedirs(out, mode=0o700, exist_ok=True)
-    from .report import write_private, write_report
+    from mtcio.db.store import private_dir, write_private
+
+    from .report import write_report
+    private_dir(out)
     write_report(out, result, wf, surface, preds, measured, envelope)
     write_private(os.path.join(out, "prediction.json"), json.dumps(result, indent=1, default=_jsonable))
     if result.get("at"):       # the model instantiated at --at: what was predicted, field by field
         from mtcio.db.workflow_model import dump
-        write_private(os.path.join(out, "model-at.yaml"), "# mtcio workflow model: " + wf.source["at"] + "\n" +
-                      dump(wf))
+        write_private(os.path.join(out, "model-at.yaml"), "# mtcio workflow model: "
+                      + printable(wf.source["at"], 100000) + "\n" + dump(wf))   # a comment line: \xNN, no newline
 
 
 def _jsonable(o):

@@ -9,6 +9,8 @@ import os
 
 import numpy as np
 
+from mtcio.db.store import readable, write_private   # 0600 whatever the umask, replaced atomically
+
 from . import heatmap
 from .model import TERM_LABEL, TERMS
 from .surface import SIZELESS, fmt_size, op_clock
@@ -27,8 +29,15 @@ def _plt():
 
 
 def _label(s: str) -> str:
-    """Stage names as plain text in matplotlib (a $ would start mathtext)."""
-    return s.replace("$", r"\$")
+    """Stage names as plain text in matplotlib (a $ would start mathtext; an undecodable byte, which no font can
+    draw, as \\xNN)."""
+    return readable(s).replace("$", r"\$")
+
+
+def _e(x) -> str:
+    """A name or value in the page's HTML: undecodable bytes and control characters as \\xNN (the page is UTF-8
+    text, a name from the trace need not be), then escaped."""
+    return html.escape(str(readable(x)))
 
 
 def _save(fig, out, name):
@@ -39,14 +48,6 @@ def _save(fig, out, name):
     data = buf.getvalue()
     write_private(os.path.join(out, name), data)
     return name, base64.b64encode(data).decode()
-
-
-def write_private(path, data):
-    """Write a file readable by its owner only (traces reveal users' paths), replaced atomically."""
-    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as fh:
-        fh.write(data)
-    os.replace(path + ".tmp", path)
 
 
 def _sizeticks(ax, sizes):
@@ -173,7 +174,9 @@ def _envelope(plt, out, surface):
 
 
 def _parity(plt, out, rows, wf):
-    val = [d for d in rows if d.get("measured_s")]
+    # log axes: a prediction of 0 s (a stage whose refined I/O is all absorbed) has no place on them; the tables
+    # give it
+    val = [d for d in rows if d.get("measured_s") and d["total_s"] > 0]
     if not val:
         return None
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5), constrained_layout=True)
@@ -276,7 +279,7 @@ def _t(x):
         if x == 0:
             return "0"
         return f"{x:.3g}" if abs(x) >= 1e-3 else f"{x:.2e}"
-    return html.escape(str(x))
+    return _e(x)
 
 
 CONDITIONS = (("io_concurrency", "tasks in I/O at once"),
@@ -289,7 +292,7 @@ CONDITIONS = (("io_concurrency", "tasks in I/O at once"),
 
 def _conditions(wf) -> list[str]:
     """The traced conditions of every stage, from the workflow model: what the refinements and an admin read."""
-    e = html.escape
+    e = _e
     cols = [(f, h) for f, h in CONDITIONS if any(getattr(st, f) is not None for st in wf.stages)]
     if not cols:
         return []
@@ -318,7 +321,7 @@ def _envelope_waits(envelope) -> list[str]:
             a[1] += clock[1]
     if not acc:
         return []
-    e = html.escape
+    e = _e
     cols = sorted({(h, n) for _, h, n in acc})
     out = [f"<h2>Envelope {e(str(envelope.name))}: its ops' time waiting for a CPU</h2><table><tr><th class=l>"
            "metric</th>" + "".join(f"<th>{h} hosts x {n}</th>" for h, n in cols) + "</tr>"]
@@ -331,7 +334,7 @@ def _envelope_waits(envelope) -> list[str]:
 
 
 def _html(result, imgs, measured, wf, envelope=None):
-    e = html.escape
+    e = _e
     env = result["envelope"]
     prov = env.get("provenance") or {}
     parts = ["<!doctype html><meta charset=utf-8><title>mtcpredict report</title><style>"

@@ -62,7 +62,7 @@ def render(result: dict) -> str:
     said = CELL_RATE_SAID.get(env.get("cell_rate"))
     lines = [f"envelope: {env['name']} ({env['origin']})" + (f", {said}" if said else "")]
     if result.get("validated_runs"):
-        lines.append(f"validated against: {', '.join(result['validated_runs'])}")
+        lines.append(f"validated against: {', '.join(printable(r, 80) for r in result['validated_runs'])}")
     lines.append(_grid(header, rows))
     if any(d.get("interval") for d in result["predictions"]):
         lines.append(INTERVAL_SAID)

@@ -180,10 +180,11 @@ static void parse_prefixes(const char *raw, const char **arr, size_t *lens, int 
 }
 /* the first line of a small kernel file, without its newline, by raw calls (no recursion into the wrappers, safe
  * in a signal handler); 0 when unreadable (no /proc in a chroot) */
+int g_fd_short;
 size_t read_line(const char *path, char *buf, size_t cap)
 {
     int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
+    if (fd < 0) { if (errno == EMFILE) g_fd_short = 1; return 0; }
     long n = syscall(SYS_read, fd, buf, cap);
     syscall(SYS_close, fd);
     size_t l = 0;

@@ -233,7 +233,7 @@ static void wb_mounts(void)
     char buf[8192];
     size_t have = 0;
     int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/mounts", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0) { if (errno == EMFILE) g_fd_short = 1; return; }
     for (;;) {
         long r = syscall(SYS_read, fd, buf + have, sizeof buf - 1 - have);
         if (r <= 0 && have == 0) break;
@@ -400,10 +400,11 @@ static void cpu_clock(void)
 /* STR sched "<on-CPU ns> <waiting ns> <timeslices> <on-CPU ns> <waiting ns> <timeslices>": /proc/self/schedstat
  * (the main thread's) at the image's start and now; ingest turns the waits into the share of a stage's time its
  * processes were ready to run but had no CPU, which a blocking call's measured time includes (FORMAT.md) */
+static char g_sched_path[48] = "/proc/self/schedstat";    /* /proc/<pid>/schedstat in a log-writing child */
 static void sched_clock(void)
 {
     char b[192];
-    if (g_sched0_len) wb_then_now(S_SCHED, b, 0, g_sched0, g_sched0_len, "/proc/self/schedstat");
+    if (g_sched0_len) wb_then_now(S_SCHED, b, 0, g_sched0, g_sched0_len, g_sched_path);
 }
 
 /* STR cpu_wait "<waiting ns> <calls>" (MTCPROF_CPU_WAIT=1): the timed calls' wait for a CPU, summed over the calls
@@ -418,19 +419,17 @@ static void cpu_wait_sum(void)
     wb_str(S_CPU_WAIT, b, (size_t)(p - b));
 }
 
-/* Write the log; returns 0 on success.  Only one writer ever runs (g_flushing). */
-int write_log(uint32_t ended_by)
+/* the end of the image, taken once by write_log (a log written again, or by a child, says the same) */
+static uint64_t g_t_end, g_real_end;
+static int32_t g_ppid_end;
+#define LOG_NO_FD 1                    /* write_image: no fd left for the log (EMFILE), nothing written or warned */
+
+/* Write this image's log: 0 written, -1 failed (warned), LOG_NO_FD when an open of its own failed with EMFILE and
+ * last_try is 0 (then nothing is left behind: the caller makes room, see write_in_child). */
+static int write_image(int last_try)
 {
-    if (__atomic_exchange_n(&g_flushing, 1, __ATOMIC_ACQ_REL)) return 0;
     int saved = errno;
-    if (!g_ended_by) g_ended_by = ended_by;
-    uint64_t t_end = NOW(), mono_end = clock_ns(CLOCK_MONOTONIC), real_end = clock_ns(CLOCK_REALTIME);
-#ifdef HAVE_TSC
-    g_scale = t_end > g_tick0 ? (double)(mono_end - g_mono0) / (double)(t_end - g_tick0) : 1.0;
-#else
-    g_scale = 1.0;
-#endif
-    (void)real_end;
+    uint64_t t_end = g_t_end, real_end = g_real_end;
     uint64_t start_ns = g_real0;
     /* names: <dir>/<host>.<pid>.<start_ns>.mtclog, written as .<same>.tmp then renamed; or in place (g_prefd) */
     /* the names are as long as they need (a PATH_MAX buffer each would touch new stack pages at every exit) */
@@ -450,6 +449,7 @@ int write_log(uint32_t ended_by)
         syscall(SYS_lseek, g_wfd, 0, SEEK_SET);
     } else {
         g_wfd = (int)syscall(SYS_openat, dfd, tname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (g_wfd < 0 && errno == EMFILE && !last_try) { errno = saved; return LOG_NO_FD; }
         if (g_wfd < 0) { warn_once("cannot create log", tmp, errno); errno = saved; return -1; }
     }
     g_wlen = 0; g_werr = 0; g_nrec = 0; g_wtotal = 0;
@@ -472,7 +472,7 @@ int write_log(uint32_t ended_by)
     struct mtc_proc_rec pr;
     memset(&pr, 0, sizeof pr);
     pr.pid = g_pid;
-    pr.ppid = (int32_t)syscall(SYS_getppid);
+    pr.ppid = g_ppid_end;
     pr.uid = (uint32_t)syscall(SYS_getuid);
     pr.origin = g_origin;
     pr.start_ns = start_ns;
@@ -550,6 +550,11 @@ int write_log(uint32_t ended_by)
     wb_put(e2, 8);
     wb_put(&total, 8);
     wb_flush();
+    if (g_fd_short && !last_try) {     /* a kernel file could not be read for want of an fd: written again */
+        if (!in_place) { syscall(SYS_close, g_wfd); syscall(SYS_unlinkat, dfd, tname, 0); }
+        errno = saved;
+        return LOG_NO_FD;
+    }
     if (in_place) {                    /* kept open: a failed exec writes it again */
         if (g_werr) {
             syscall(SYS_ftruncate, g_wfd, 0);
@@ -580,3 +585,58 @@ int write_log(uint32_t ended_by)
     return 0;
 }
 
+/* A process at its fd limit (EMFILE) at its end: the log is written by a short-lived copy of it (clone without
+ * CLONE_VM or CLONE_FILES: its own copies of the memory and of the fd table) that closes three of its copies of
+ * the program's fds to make room.  The program keeps every fd, number and limit it had: nothing is reserved (a
+ * reserved fd would leave the program one fd fewer, and a dup'd one can be closed by a program that closes every
+ * fd), nothing is raised (RLIMIT_NOFILE cannot be when the soft limit is the hard one).  The copy's exit signal is
+ * 0, so it sends no SIGCHLD and the program's wait() never sees it (only __WALL or __WCLONE does); a close in it
+ * drops no lock of the program's (POSIX locks belong to the program's fd table, flock()s to the description the
+ * program still holds).  Costs a clone only in this case.  Returns as write_image, LOG_NO_FD if no copy could be
+ * made. */
+static int write_in_child(void)
+{
+    long pid = syscall(SYS_clone, 0UL, 0UL, 0UL, 0UL, 0UL);
+    if (pid < 0) return LOG_NO_FD;
+    if (pid == 0) {
+        uint64_t all = ~0ull;          /* the program's handlers are not run in the copy (a Ctrl-C ends it) */
+        syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, 8);
+        for (int fd = 3, freed = 0; freed < 3 && fd < FD_MAX; fd++)
+            if (fd != g_dirfd && fd != g_prefd && syscall(SYS_close, fd) == 0) freed++;
+        char *p = g_sched_path;        /* /proc/self is the copy now: the program's own */
+        s_cpy(p, "/proc/", 8); p += 6;
+        p = u64_str(p, (uint64_t)g_pid);
+        s_cpy(p, "/schedstat", 12);
+        g_fd_short = 0;
+        syscall(SYS_exit_group, write_image(1) == 0 ? 0 : 1);
+    }
+    int st = 0;
+    long w;
+    do w = syscall(SYS_wait4, (int)pid, &st, __WALL, NULL); while (w < 0 && errno == EINTR);
+    if (w < 0) return 0;               /* reaped elsewhere (a ptrace supervisor): it ran, and warned if it failed */
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* Write the log; returns 0 on success.  Only one writer ever runs (g_flushing). */
+int write_log(uint32_t ended_by)
+{
+    if (__atomic_exchange_n(&g_flushing, 1, __ATOMIC_ACQ_REL)) return 0;
+    int saved = errno;
+    if (!g_ended_by) g_ended_by = ended_by;
+    g_t_end = NOW();
+    uint64_t mono_end = clock_ns(CLOCK_MONOTONIC);
+    g_real_end = clock_ns(CLOCK_REALTIME);
+#ifdef HAVE_TSC
+    g_scale = g_t_end > g_tick0 ? (double)(mono_end - g_mono0) / (double)(g_t_end - g_tick0) : 1.0;
+#else
+    (void)mono_end;
+    g_scale = 1.0;
+#endif
+    g_ppid_end = (int32_t)syscall(SYS_getppid);
+    g_fd_short = 0;
+    int r = write_image(0);
+    if (r == LOG_NO_FD) r = write_in_child();
+    if (r == LOG_NO_FD) { g_fd_short = 0; r = write_image(1); }    /* no copy: the log without what needs an fd */
+    errno = saved;
+    return r;
+}

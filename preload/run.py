@@ -13,6 +13,7 @@ import stat
 import sys
 
 from mtcio.exitcodes import BAD_INPUT, EPILOG, printable
+from mtcio.private import private_dir
 from mtcio.preload import lib_path
 
 
@@ -82,7 +83,7 @@ def check_log_dir(path: str) -> str:
     path = os.path.abspath(path)
     uid = os.geteuid()
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        private_dir(path)                  # it and missing parents 0700, whatever the umask
     except FileExistsError:
         raise LogDirError(f"log folder {printable(path)} is a file, not a folder") from None
     except PermissionError:

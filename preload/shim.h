@@ -39,6 +39,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -125,6 +126,7 @@ extern size_t g_uptime0_len;
 extern char g_sched0[80];         /* /proc/self/schedstat at the image's start (see sched_clock in logwriter.c) */
 extern size_t g_sched0_len;
 size_t read_line(const char *path, char *buf, size_t cap);
+extern int g_fd_short;            /* set when one of the shim's own opens failed with EMFILE (logwriter.c: write_log) */
 extern char *g_dir, *g_host, *g_run, *g_task, *g_stage, *g_cwd, *g_cwd0;   /* packed strings (core.c) */
 extern size_t g_cwd_len;
 extern char *g_incl_raw, *g_excl_raw, *g_mounts_raw;
