@@ -277,14 +277,26 @@ def _ratio(new: float, old: float) -> float:
     return new / old if old > 0 else 1.0
 
 
-def balls_in_bins_max(n: int, c: int) -> int:
-    """Tasks on the busiest of c hosts when n tasks land on hosts as their inputs do, at random: the expected
-    largest of c bins, n/c + sqrt(2 (n/c)(1 - 1/c) ln c) (Raab and Steger 1998, heavily loaded case), at
-    least an even share."""
+def balls_in_bins_max(n: int, c: int) -> float:
+    """Tasks on the busiest of c hosts when n tasks land on hosts at random: the expected largest of c bins,
+    n/c + sqrt(2 (n/c)(1 - 1/c) ln c) (Raab and Steger 1998, heavily loaded case)."""
     if c <= 1:
-        return n
+        return float(n)
     m = n / c
-    return min(n, max(math.ceil(m), math.ceil(m + math.sqrt(2 * m * (1 - 1 / c) * math.log(c)) - 1e-9)))
+    return m + math.sqrt(2 * m * (1 - 1 / c) * math.log(c))
+
+
+def busiest_host(n: int, c: int, n0: int, c0: int, max0: int | None) -> int:
+    """Tasks on the busiest of c hosts: an even share plus the traced excess over an even share, in units of what
+    random placement adds (balls in bins): placement by the data is as uneven as it was (traced: max0 of n0 on
+    c0; Montage's mDiff on 2 hosts ran 11 of 20 where random gives 12.6: 0.38 of the way)."""
+    even = math.ceil(n / c)
+    if c <= 1 or max0 is None or c0 <= 1:
+        return min(n, even)
+    even0 = math.ceil(n0 / c0)
+    room0 = balls_in_bins_max(n0, c0) - even0
+    share = min(1.0, max(0.0, (max0 - even0) / room0)) if room0 > 0 else 0.0
+    return min(n, math.ceil(even + share * max(0.0, balls_in_bins_max(n, c) - even) - 1e-9))
 
 
 def local_share(alpha0: float | None, c0: int, c: int) -> float | None:
@@ -319,7 +331,10 @@ def _busy(d: float, q: int) -> float:
 
 def io_concurrency(i0: float | None, q0: int | None, q: int) -> float | None:
     """Mean tasks in I/O while any is, at q tasks running, from i0 at q0: each task in I/O a share d of its time
-    (the traced I/O density, solved from i0), independently: q d / (1 - (1 - d)^q)."""
+    (the traced I/O density, solved from i0), independently: q d / (1 - (1 - d)^q).
+    On the testbed, whose hosts share 2 vCPUs, it runs high: mDiff's 2.55 at 4 running gave 5.0 at 8 and 3.8 at 6,
+    where 3.0-3.5 and 2.2 were traced; bounding it by the CPUs (i0 there) ran as far low in time predicted
+    (docs/experiments/scale-predict-dev.md)."""
     if i0 is None or not q0:
         return i0
     if q0 <= 1:
@@ -429,8 +444,7 @@ def _place(s, ref, hosts: int, procs: int, c0: int) -> None:
     s.hosts = c
     s.procs_per_host = min(procs, math.ceil(n / c))
     s.concurrency = min(n, c * procs)
-    even = ref.tasks_max_per_host is None or ref.tasks_max_per_host <= math.ceil(ref.tasks / ref.hosts)
-    s.tasks_max_per_host = math.ceil(n / c) if even else balls_in_bins_max(n, c)
+    s.tasks_max_per_host = busiest_host(n, c, ref.tasks, ref.hosts, ref.tasks_max_per_host)
     # the inputs are spread over the workflow's hosts, not the stage's: a one-task stage ran on one host of c0
     s.read.alpha = local_share(ref.read.alpha, c0, hosts)
     s.read.alpha_files = local_share(ref.read.alpha_files, c0, hosts)

@@ -33,8 +33,12 @@ def test_host_rules():
     assert scaling.local_share(0.5, 2, 4) == 0.25              # a gather of inputs spread evenly: 1 / C
     assert scaling.local_share(None, 2, 4) is None and scaling.local_share(0.7, 1, 4) == 0.7
     assert scaling.balls_in_bins_max(42, 1) == 42
-    assert scaling.balls_in_bins_max(42, 2) == 25               # 21 + sqrt(2 * 21 * 0.5 * ln 2) = 24.8
-    assert scaling.balls_in_bins_max(3, 8) == 2 and scaling.balls_in_bins_max(400, 4) == 115
+    assert scaling.balls_in_bins_max(42, 2) == pytest.approx(24.8152, abs=1e-4)   # 21 + sqrt(2 * 21 * 0.5 * ln 2)
+    assert scaling.busiest_host(42, 1, 20, 2, 11) == 42
+    assert scaling.busiest_host(72, 3, 20, 2, 10) == 24          # traced even: even
+    assert scaling.busiest_host(72, 3, 20, 2, 11) == 27          # 0.38 of random's excess: 24 + 0.38 x 5.9
+    assert scaling.busiest_host(72, 3, 20, 2, 13) == 30          # as uneven as random
+    assert scaling.busiest_host(3, 8, 20, 2, 13) == 2 and scaling.busiest_host(72, 3, 20, 2, None) == 24
     # the I/O density traced at 4 running (2.2 in I/O while any is) gives more at 8, never above 8
     i8 = scaling.io_concurrency(2.2, 4, 8)
     assert 2.2 < i8 < 8 and scaling.io_concurrency(2.2, 4, 4) == pytest.approx(2.2, abs=1e-4)
