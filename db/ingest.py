@@ -49,8 +49,8 @@ def cpu_clock(text) -> tuple:
     end) as (cpus, uptime_start_s, idle_start_s, uptime_end_s, idle_end_s); all None when absent or not such a
     clock (a damaged log: the clock going back, idle beyond every CPU's time)."""
     try:
-        f = text.split()
-        n, (u0, i0, u1, i1) = int(f[0]), map(float, f[1:])
+        n, u0, i0, u1, i1 = text.split()     # an empty or short string is a ValueError here, never an IndexError
+        n, u0, i0, u1, i1 = int(n), float(u0), float(i0), float(u1), float(i1)
     except (AttributeError, ValueError, TypeError):
         return (None,) * 5
     ok = 0 < n <= 1 << 16 and 0 <= u0 <= u1 < 1e10 and 0 <= i0 <= i1 and i1 - i0 <= n * (u1 - u0) + 0.02 * n
