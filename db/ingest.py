@@ -658,20 +658,12 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
 
 class LogRows:
     """One log, reduced to what ingest stores: process dict, files as (fid, flags, path, 50 values), op chunks as
-    (count, packed little-endian bytes), complete flag, error text."""
-    __slots__ = ("proc", "files", "ops", "complete", "error")
+    (count, packed little-endian bytes), complete flag, error text, FILE records the reader kept out."""
+    __slots__ = ("proc", "files", "ops", "complete", "error", "kept_out")
 
-    def __init__(self, proc, files, ops, complete, error):
+    def __init__(self, proc, files, ops, complete, error, kept_out=0):
         self.proc, self.files, self.ops, self.complete, self.error = proc, files, ops, complete, error
-
-
-def _bins(h) -> list:
-    """A size histogram as NB bins: a log with fewer bins (another shim version) is padded with zeros; more bins
-    are folded into the last, open-ended one."""
-    h = list(h)
-    if len(h) == NB:
-        return h
-    return h[:NB - 1] + [sum(h[NB - 1:])] if len(h) > NB else h + [0] * (NB - len(h))
+        self.kept_out = kept_out
 
 
 def read_rows(path: str, max_log_bytes: int = MAX_LOG_BYTES) -> tuple["LogRows | None", "lf.LogError | None"]:
@@ -688,11 +680,13 @@ def rows_from_bytes(buf: bytes, path: str) -> tuple["LogRows | None", "lf.LogErr
     log = lf.parse(buf, path) if buf else lf.MtcLog(path=path, error=lf.LogError("empty file", 0, path))
     if log.error is None and not log.complete:
         log.error = lf.LogError("incomplete log", len(buf), path)
+    if log.error is None and log.kept_out:       # the log's one error: its first record kept out
+        log.error = log.kept_out[0]
     if not log.process or "pid" not in log.process or "start_ns" not in log.process:
         return None, log.error
-    # counters a log of another shim version lacks are 0 (the reference reader accepts other counts)
+    # a counter an older format version lacks (seeks_end before version 3) is 0
     files = [(f["id"], _flag_int(f["flags"]), f["path"],
-              [f.get(c, 0) for c in lf.COUNTERS] + _bins(f["hist_read"]) + _bins(f["hist_write"])) for f in log.files]
+              [f.get(c, 0) for c in lf.COUNTERS] + f["hist_read"] + f["hist_write"]) for f in log.files]
     ops = []
     if getattr(log, "ops_raw", None) is None:
         if len(log.ops):
@@ -704,7 +698,8 @@ def rows_from_bytes(buf: bytes, path: str) -> tuple["LogRows | None", "lf.LogErr
             if raw:
                 ops.append((len(raw) // lf.OP_SIZE, raw))
     err = f"{log.error.reason} at byte offset {log.error.offset}" if log.error is not None else None
-    return LogRows(log.process, files, ops, log.complete, err), log.error
+    # a log with records kept out is not the whole record of its process: stored as incomplete
+    return LogRows(log.process, files, ops, log.complete and not log.kept_out, err, len(log.kept_out)), log.error
 
 
 def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES):
@@ -722,8 +717,13 @@ def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES):
     if rows is None:
         return None, (f"{shown}: {err.reason} at byte offset {err.offset}; no process record, skipped", path,
                       err.offset)
-    return rows, (f"{shown}: {err.reason} at byte offset {err.offset}; its valid records before it were kept", path,
-                  err.offset)
+    if isinstance(err, lf.KeptOut):
+        more = f" (and {rows.kept_out - 1} more like it)" if rows.kept_out > 1 else ""
+        return rows, (f"{shown}: {err.reason} at byte offset {err.offset}{more}; kept out, the rest of the log kept",
+                      path, err.offset)
+    more = f"; {rows.kept_out} file records with unknown counts kept out" if rows.kept_out else ""
+    return rows, (f"{shown}: {err.reason} at byte offset {err.offset}; its valid records before it were kept{more}",
+                  path, err.offset)
 
 
 # ---- CLI -----------------------------------------------------------------------------------------------------------

@@ -78,3 +78,69 @@ def test_clock_strings_of_any_shape_give_no_clock():
         assert ing.sched(text) == (None,) * 3, text
         assert ing.call_wait(text) == (None, None), text
     assert ing.cpu_clock("4 10 20 12 26") == (4, 10.0, 20.0, 12.0, 26.0)
+
+
+# ---- FILE records with counts no shim writes ------------------------------------------------------------------------
+
+def with_file_record(buf: bytes, n_counters: int, n_bins: int, fid: int = 999999) -> tuple[bytes, int]:
+    """The (version-3) log with one more FILE record before its END: n_counters and n_bins as given, only `opens`
+    set (1), named "odd" in the log's first folder.  Returns the new log and the record's offset."""
+    recs = [(t, p, n) for t, p, n, _ in lf.iter_records(buf)]
+    (_, end_p, _), = [r for r in recs if r[0] == lf.R_END]
+    did = struct.unpack_from("<I", buf, next(p for t, p, _ in recs if t == lf.R_DIR))[0]
+    name = b"odd"
+    payload = struct.pack("<IHHIBBHQQ", fid, 0x10, len(name), did, n_counters, n_bins, 0, 1, 0) + \
+        struct.pack("<I", 1) + name
+    payload += bytes(-len(payload) % 8)
+    rec = struct.pack("<HHI", lf.R_FILE, 0, len(payload)) + payload
+    at = end_p - 8
+    n_before, = struct.unpack_from("<I", buf, end_p)
+    end = struct.pack("<HHI", lf.R_END, 0, 16) + struct.pack("<IIQ", n_before + 1, 0, at + len(rec))
+    return buf[:at] + rec + end, at
+
+
+def test_file_records_with_counts_no_shim_writes_are_kept_out_with_a_warning(tmp_path):
+    """1 counter, 28 counters (no version has them) and 11 bins: each such record is left out of the log's files
+    (its values cannot be put in their slots); the log gives one warning naming it and the first such record's
+    offset, its other records are stored, and the process is marked incomplete; the run's other logs are whole."""
+    logs, paths = three_logs(tmp_path)
+    ok = with_file_record(open(paths[0], "rb").read(), 30, 10)[0]      # the same record with the shim's counts
+    rows, err = ing.rows_from_bytes(ok, paths[0])
+    assert err is None and rows.complete and rows.files[-1][2].endswith("/odd") and rows.files[-1][3][0] == 1
+    ref = {}
+    for victim, counts in ((paths[0], [(1, 10)]), (paths[1], [(28, 10), (30, 11)])):
+        buf = open(victim, "rb").read()
+        ref[victim] = len(ing.rows_from_bytes(buf, victim)[0].files)
+        offsets = []
+        for k, (nc, nb) in enumerate(counts):
+            buf, at = with_file_record(buf, nc, nb, fid=999999 - k)
+            offsets.append(at)
+        open(victim, "wb").write(buf)
+        log = lf.parse(buf, victim)
+        assert log.error is None and log.complete and len(log.files) == ref[victim]
+        assert [e.offset for e in log.kept_out] == offsets
+    db = tmp_path / "x.db"
+    r = ingest_cli(logs, db)
+    assert r.returncode == 0, r.stderr
+    warn = [w for w in r.stderr.splitlines() if "warning:" in w]
+    a, b = paths[0], paths[1]
+    oa = lf.parse(open(a, "rb").read()).kept_out[0].offset
+    ob = lf.parse(open(b, "rb").read()).kept_out[0].offset
+    assert warn == [
+        f"mtcprof ingest: warning: {a}: file record with 1 counters and 10 bins (a version-3 log has 30 and 10) "
+        f"at byte offset {oa}; kept out, the rest of the log kept",
+        f"mtcprof ingest: warning: {b}: file record with 28 counters and 10 bins (a version-3 log has 30 and 10) "
+        f"at byte offset {ob} (and 1 more like it); kept out, the rest of the log kept"], r.stderr
+    assert "mtcprof ingest: 2 truncated or corrupt logs (see warnings)" in r.stderr
+    c = sqlite3.connect(db)
+    got = {p: (n, complete) for p, n, complete in c.execute(
+        "SELECT p.log_path, count(fa.fid), p.log_complete FROM processes p LEFT JOIN file_access fa "
+        "ON fa.process_id = p.id GROUP BY p.id")}
+    n2 = len(ing.rows_from_bytes(open(paths[2], "rb").read(), paths[2])[0].files)
+    assert got == {a: (ref[a], 0), b: (ref[b], 0), paths[2]: (n2, 1)}
+    assert c.execute("SELECT count(*) FROM files WHERE path LIKE '%/odd'").fetchone()[0] == 0
+    assert c.execute("SELECT count(*) FROM ingest_warnings").fetchone()[0] == 2
+    d = subprocess.run(MTCPROF + ["dump", "--no-ops", b], capture_output=True, text=True)
+    assert d.returncode == 1
+    kept = [ln for ln in d.stdout.splitlines() if '"kept-out"' in ln]
+    assert len(kept) == 2 and f'"offset":{ob},' in kept[0] and '"odd"' not in d.stdout
