@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shlex
+import sqlite3
 import subprocess
 import sys
 import time
@@ -484,12 +485,19 @@ def fill_task_io(conn, run_id: int) -> None:
     hosts = {r[0]: text_of(r[1]) for r in conn.execute("SELECT id, name FROM hosts")}
     task_host = {r[0]: hosts.get(r[1]) for r in conn.execute("SELECT id, host_id FROM tasks WHERE run_id = ?",
                                                               (run_id,))}
-    rows = conn.execute(
+    query = (
         "SELECT p.task_id, COALESCE(f.gfarm_path, f.path) AS k, max(f.replica_hosts), max(f.resolved_at), "
-        "sum(fa.bytes_read), sum(fa.bytes_written), sum(fa.reads), sum(fa.writes), "
-        "sum(fa.t_open_ns + fa.t_read_ns + fa.t_write_ns + fa.t_close_ns + fa.t_meta_ns) "
+        "SUM(fa.bytes_read), SUM(fa.bytes_written), SUM(fa.reads), SUM(fa.writes), "
+        "SUM(fa.t_open_ns + fa.t_read_ns + fa.t_write_ns + fa.t_close_ns + fa.t_meta_ns) "
         "FROM file_access fa JOIN processes p ON p.id = fa.process_id JOIN files f ON f.id = fa.file_id "
-        "WHERE p.run_id = ? AND p.task_id IS NOT NULL GROUP BY p.task_id, k", (run_id,)).fetchall()
+        "WHERE p.run_id = ? AND p.task_id IS NOT NULL GROUP BY p.task_id, k")
+    try:
+        rows = conn.execute(query.replace("SUM", "sum"), (run_id,)).fetchall()
+    except sqlite3.OperationalError as e:
+        if "integer overflow" not in str(e):
+            raise
+        # a damaged log's near-2^63 counters: totals as REAL (approximate) instead of failing the run
+        rows = conn.execute(query.replace("SUM", "total"), (run_id,)).fetchall()
     agg = defaultdict(lambda: [0] * 11)
     rep_cache = {}
     for tid, _k, reps, resolved, br, bw, nr, nw, tio in rows:
@@ -515,11 +523,14 @@ def fill_task_io(conn, run_id: int) -> None:
                 a[7] += 1
         if local:
             a[9] += bw
+    # each value fits SQLite's INTEGER (the reader checks), their sum over a task's files may not (a damaged log's
+    # near-2^63 counters): such a total is stored as the REAL it is close to rather than failing the run
+    fit = lambda v: v if v <= I64_MAX else float(v)      # noqa: E731
     conn.executemany(
         "UPDATE tasks SET bytes_read = ?, bytes_written = ?, files_read = ?, files_written = ?, bytes_read_local = ?, "
         "bytes_read_remote = ?, files_read_local = ?, files_read_remote = ?, bytes_read_unknown = ?, "
         "bytes_written_local = ?, t_io_ns = ? WHERE id = ?",
-        [(*agg[t], t) if t in agg else (0,) * 11 + (t,) for t in task_host])
+        [(*map(fit, agg[t]), t) if t in agg else (0,) * 11 + (t,) for t in task_host])
 
 
 # ---- driver --------------------------------------------------------------------------------------------------------
@@ -698,8 +709,8 @@ def rows_from_bytes(buf: bytes, path: str) -> tuple["LogRows | None", "lf.LogErr
             if raw:
                 ops.append((len(raw) // lf.OP_SIZE, raw))
     err = f"{log.error.reason} at byte offset {log.error.offset}" if log.error is not None else None
-    # a log with records kept out is not the whole record of its process: stored as incomplete
-    return LogRows(log.process, files, ops, log.complete and not log.kept_out, err, len(log.kept_out)), log.error
+    # a log with an error (bytes after its END, records kept out) is not the whole record of its process
+    return LogRows(log.process, files, ops, log.complete and log.error is None, err, len(log.kept_out)), log.error
 
 
 def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES):

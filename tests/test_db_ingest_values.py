@@ -6,6 +6,8 @@ import struct
 import subprocess
 import sys
 
+import pytest
+
 from mtcio.db import ingest as ing
 from mtcio.db import logformat as lf
 from mtcio.preload.testing import log_paths, run
@@ -82,15 +84,18 @@ def test_clock_strings_of_any_shape_give_no_clock():
 
 # ---- FILE records with counts no shim writes ------------------------------------------------------------------------
 
-def with_file_record(buf: bytes, n_counters: int, n_bins: int, fid: int = 999999) -> tuple[bytes, int]:
-    """The (version-3) log with one more FILE record before its END: n_counters and n_bins as given, only `opens`
-    set (1), named "odd" in the log's first folder.  Returns the new log and the record's offset."""
+def with_file_record(buf: bytes, n_counters: int, n_bins: int, fid: int = 999999, name: bytes = b"odd",
+                     values: dict | None = None) -> tuple[bytes, int]:
+    """The (version-3) log with one more FILE record before its END: n_counters and n_bins as given, the counters
+    in `values` set as 64-bit values (default: opens = 1), named `name` in the log's first folder.  Returns the
+    new log and the record's offset."""
     recs = [(t, p, n) for t, p, n, _ in lf.iter_records(buf)]
     (_, end_p, _), = [r for r in recs if r[0] == lf.R_END]
     did = struct.unpack_from("<I", buf, next(p for t, p, _ in recs if t == lf.R_DIR))[0]
-    name = b"odd"
-    payload = struct.pack("<IHHIBBHQQ", fid, 0x10, len(name), did, n_counters, n_bins, 0, 1, 0) + \
-        struct.pack("<I", 1) + name
+    slots = sorted((lf.COUNTERS.index(k), v) for k, v in (values or {"opens": 1}).items())
+    mask = sum(1 << k for k, _ in slots)
+    payload = struct.pack("<IHHIBBHQQ", fid, 0x10, len(name), did, n_counters, n_bins, 0, mask, mask) + \
+        b"".join(struct.pack("<Q", v) for _, v in slots) + name
     payload += bytes(-len(payload) % 8)
     rec = struct.pack("<HHI", lf.R_FILE, 0, len(payload)) + payload
     at = end_p - 8
@@ -144,3 +149,44 @@ def test_file_records_with_counts_no_shim_writes_are_kept_out_with_a_warning(tmp
     assert d.returncode == 1
     kept = [ln for ln in d.stdout.splitlines() if '"kept-out"' in ln]
     assert len(kept) == 2 and f'"offset":{ob},' in kept[0] and '"odd"' not in d.stdout
+
+
+def test_bytes_after_the_end_record_mark_the_process_incomplete(tmp_path):
+    """END's length cut from 16 to 8: its last 8 bytes trail it.  The warning says so and the process, whose
+    records before it are all kept, is stored as incomplete (not complete beside a warning)."""
+    logs, paths = three_logs(tmp_path)
+    buf = bytearray(open(paths[0], "rb").read())
+    end = len(buf) - 24
+    assert struct.unpack_from("<HHI", buf, end) == (lf.R_END, 0, 16)
+    struct.pack_into("<I", buf, end + 4, 8)
+    open(paths[0], "wb").write(buf)
+    r = ingest_cli(logs, tmp_path / "x.db")
+    assert r.returncode == 0, r.stderr
+    assert (f"warning: {paths[0]}: 8 trailing bytes after END record at byte offset {len(buf) - 8}; its valid "
+            f"records before it were kept") in r.stderr, r.stderr
+    c = sqlite3.connect(tmp_path / "x.db")
+    assert dict(c.execute("SELECT log_path, log_complete FROM processes")) == {paths[0]: 0, paths[1]: 1,
+                                                                                paths[2]: 1}
+
+
+@pytest.mark.parametrize("names", [(b"big1", b"big1", b"big2", b"big2"),   # one path twice: SQLite's sum overflows
+                                   (b"big1", b"big2", b"big3", b"big4")])  # four paths: the task's total does
+def test_task_totals_past_2_63_are_stored_not_fatal(tmp_path, names):
+    """Each counter fits SQLite's INTEGER but a task's total does not (four FILE records of about 2^62 bytes
+    read): the run is ingested and the totals stored as the REAL they are close to."""
+    logs, paths = three_logs(tmp_path)
+    big = (1 << 62) + 1
+    buf = open(paths[0], "rb").read()
+    for k, name in enumerate(names):
+        buf = with_file_record(buf, 30, 10, fid=900000 + k, name=name,
+                               values={"opens": 1, "reads": 1, "bytes_read": big})[0]
+    open(paths[0], "wb").write(buf)
+    assert ing.rows_from_bytes(buf, paths[0])[1] is None
+    r = ingest_cli(logs, tmp_path / "x.db")
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    c = sqlite3.connect(tmp_path / "x.db")
+    (got, kind), = c.execute("SELECT t.bytes_read, typeof(t.bytes_read) FROM tasks t JOIN processes p "
+                             "ON p.task_id = t.id WHERE p.log_path = ?", (paths[0],))
+    assert kind == "real" and got == float(4 * big + 5000)
+    assert c.execute("SELECT bytes_read, typeof(bytes_read) FROM tasks WHERE name = 't2'").fetchone() == \
+        (5000, "integer")
