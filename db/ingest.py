@@ -27,7 +27,7 @@ import numpy as np
 
 from mtcio.db import fastlog
 from mtcio.db import logformat as lf
-from mtcio.db import store
+from mtcio.db import store, write_errors
 from mtcio.db.store import db_text, readable, text_of
 
 FLAG_BITS = {name: bit for bit, name in lf.FILE_FLAGS.items()}
@@ -758,7 +758,14 @@ def main(args: argparse.Namespace) -> int:
                      progress=False if args.no_progress else None)
     except (IngestError, store.StoreError) as e:
         print(f"mtcprof ingest: {e}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(e, store.DiskError) else 2
+    except (sqlite3.OperationalError, OSError) as e:       # the disk filled up, or went read-only, while writing
+        words = write_errors.disk_words(args.db, e)
+        if words is None:
+            raise
+        print(f"mtcprof ingest: {words}; the run being ingested was not stored (runs stored before it are kept)",
+              file=sys.stderr)
+        return 1
     if not res.committed:
         print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings); --strict: nothing stored",
               file=sys.stderr)
