@@ -14,15 +14,11 @@ from __future__ import annotations
 import gc
 import re
 
-import yaml
-from yaml.events import (AliasEvent, DocumentEndEvent, DocumentStartEvent, MappingEndEvent, MappingStartEvent,
-                         ScalarEvent, SequenceEndEvent, SequenceStartEvent, StreamEndEvent, StreamStartEvent)
+import yaml         # attributes used only inside load(): `--help` defers PyYAML (mtcio/cli.py), so no `from yaml...`
 
 _T = "tag:yaml.org,2002:"
 STR, INT, FLOAT, BOOL, NULL, MAP, SEQ, MERGE, TIMESTAMP = (_T + t for t in (
     "str", "int", "float", "bool", "null", "map", "seq", "merge", "timestamp"))
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_SCALARS = yaml.constructor.SafeConstructor()     # PyYAML's rules for the int and float forms the fast path skips
 _PLAIN_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)\Z")
 
 
@@ -72,6 +68,14 @@ def _node(value: str):
     return yaml.ScalarNode(None, value)
 
 
+_SCALARS = None     # PyYAML's rules for the int and float forms the fast path skips (made at the first load)
+
+
+def loader_class():
+    """libyaml's parser when PyYAML has it, else PyYAML's own."""
+    return getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+
+
 class _Open:
     """A sequence or mapping being filled."""
     __slots__ = ("value", "is_list", "anchor", "size", "mark", "key", "key_mark", "has_key", "merges")
@@ -88,7 +92,10 @@ def load(text: str, max_depth: int, max_alias_values: int):
     text that is not YAML."""
     enabled = gc.isenabled()
     gc.disable()        # millions of new containers and no garbage: collecting as they grow made loading quadratic
-    loader = LOADER(text)
+    global _SCALARS
+    if _SCALARS is None:
+        _SCALARS = yaml.constructor.SafeConstructor()
+    loader = loader_class()(text)
     try:
         return _build(loader, max_depth, max_alias_values)
     except yaml.MarkedYAMLError as e:
@@ -103,11 +110,16 @@ def load(text: str, max_depth: int, max_alias_values: int):
 
 def _build(loader, max_depth: int, max_alias_values: int):
     """The event loop: the hot path (a plain or quoted scalar into a sequence or mapping) kept to few steps."""
+    ev_ = yaml.events
+    ScalarEvent, AliasEvent, StreamEndEvent = ev_.ScalarEvent, ev_.AliasEvent, ev_.StreamEndEvent
+    SequenceStartEvent, SequenceEndEvent = ev_.SequenceStartEvent, ev_.SequenceEndEvent
+    MappingStartEvent, MappingEndEvent = ev_.MappingStartEvent, ev_.MappingEndEvent
+    DocumentStartEvent, DocumentEndEvent = ev_.DocumentStartEvent, ev_.DocumentEndEvent
     get = loader.get_event
     resolve = loader.resolve
     plain: dict = {}            # text of a plain scalar -> its tag: a model repeats its keys and many values
     ev = get()
-    if not isinstance(ev, StreamStartEvent):
+    if not isinstance(ev, ev_.StreamStartEvent):
         raise Limit("not a YAML stream")
     ev = get()
     if isinstance(ev, StreamEndEvent):
