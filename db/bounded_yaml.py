@@ -95,17 +95,36 @@ def load(text: str, max_depth: int, max_alias_values: int):
     global _SCALARS
     if _SCALARS is None:
         _SCALARS = yaml.constructor.SafeConstructor()
-    loader = loader_class()(text)
     try:
-        return _build(loader, max_depth, max_alias_values)
-    except yaml.MarkedYAMLError as e:
-        if "maximum nesting depth" in str(e.problem):      # libyaml's own bound (1,000 levels) met first
-            raise Limit(f"nested deeper than {max_depth} levels", e.problem_mark) from None
-        raise
+        try:
+            return _load_with(loader_class(), text, max_depth, max_alias_values)
+        except yaml.MarkedYAMLError as e:
+            if "maximum nesting depth" in str(e.problem):      # libyaml's own bound (1,000 levels) met first
+                raise Limit(f"nested deeper than {max_depth} levels", e.problem_mark) from None
+            # libyaml refuses the \uDCxx escapes of a name's undecodable bytes (how `mtcprof model` writes
+            # them); PyYAML's own parser reads them
+            if "invalid Unicode character escape" in str(e.problem) and loader_class() is not yaml.SafeLoader:
+                return _load_with(yaml.SafeLoader, text, max_depth, max_alias_values)
+            raise
     finally:
-        loader.dispose()
         if enabled:
             gc.enable()
+
+
+def compose(text: str):
+    """The node tree of a document load() accepted (for the lines of its fields), with the same parser fallback."""
+    try:
+        return yaml.compose(text, Loader=loader_class())
+    except yaml.YAMLError:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+
+
+def _load_with(cls, text: str, max_depth: int, max_alias_values: int):
+    loader = cls(text)
+    try:
+        return _build(loader, max_depth, max_alias_values)
+    finally:
+        loader.dispose()
 
 
 def _build(loader, max_depth: int, max_alias_values: int):

@@ -106,7 +106,9 @@ class NotALogFile(OSError):
 
 def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES) -> bytes:
     """The whole content of a log file, read safely: regular files only (a symlink, FIFO or device named *.mtclog
-    is neither opened nor followed: O_NOFOLLOW, O_NONBLOCK, fstat S_ISREG) and at most max_bytes."""
+    is neither opened nor followed: O_NOFOLLOW, O_NONBLOCK, fstat S_ISREG) and at most max_bytes.  A file whose
+    first bytes are not a log's magic gives only its header's bytes (which the reader then rejects): a large
+    file that happens to be named *.mtclog is never read into memory."""
     st = os.lstat(path)
     if not stat.S_ISREG(st.st_mode):
         raise NotALogFile(errno.EINVAL, "not a regular file (%s)" % _kind(st.st_mode), os.fspath(path))
@@ -122,7 +124,10 @@ def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES) -> bytes
             raise NotALogFile(errno.EINVAL, "not a regular file (%s)" % _kind(st.st_mode), os.fspath(path))
         if st.st_size > max_bytes:
             raise NotALogFile(errno.EFBIG, "larger than %d bytes (%d)" % (max_bytes, st.st_size), os.fspath(path))
-        chunks, left = [], st.st_size
+        head = os.read(fd, HEADER_SIZE)
+        if len(head) < HEADER_SIZE or head[:len(MAGIC)] != MAGIC:
+            return head             # not a log (or all of a tiny file): the reader rejects it from these bytes
+        chunks, left = [head], st.st_size - len(head)
         while left > 0:                          # never past the size fstat gave (a growing file is cut there)
             b = os.read(fd, min(left, 1 << 26))
             if not b:

@@ -491,7 +491,7 @@ def load(path: str) -> Workflow:
         msg = str(e)
         msg = msg[len(path) + 2:] if msg.startswith(path + ": ") else msg
         # the lines of the fields only now, for the message: the document is known to be within bounds
-        line = _line_of(msg, _field_lines(yaml.compose(text, Loader=bounded_yaml.loader_class())))
+        line = _line_of(msg, _field_lines(bounded_yaml.compose(text)))
         raise ModelError(f"{path}: " + (f"line {line}: " if line else "") + msg) from None
 
 

@@ -128,6 +128,15 @@ def test_mtcpredict_refuses_a_nan_alpha(tmp_path):
     assert not (tmp_path / "p").exists()
 
 
+def test_a_name_with_undecodable_bytes_loads_and_its_errors_have_lines(tmp_path):
+    """mtcprof model writes a name's undecodable bytes as \\uDCxx escapes, which libyaml refuses: they load."""
+    text = GOOD.replace("name: a", 'name: "st\\uDCE9age"')
+    wf, _ = load(tmp_path, text)
+    assert wf.stages[0].name == "st\udce9age"
+    assert refused(tmp_path, text.replace("alpha: 0.5", "alpha: 2")) == \
+        "line 6: stages[0].read.alpha: must be <= 1, got 2"
+
+
 def test_size_bound_and_not_a_file(tmp_path):
     big = GOOD + "x-pad: '" + "y" * wm.MAX_BYTES + "'\n"
     assert refused(tmp_path, big) == f"{len(big):,} bytes, larger than a workflow model may be ({wm.MAX_BYTES:,})"

@@ -190,3 +190,26 @@ def test_task_totals_past_2_63_are_stored_not_fatal(tmp_path, names):
     assert kind == "real" and got == float(4 * big + 5000)
     assert c.execute("SELECT bytes_read, typeof(bytes_read) FROM tasks WHERE name = 't2'").fetchone() == \
         (5000, "integer")
+
+
+def test_a_large_file_that_is_not_a_log_is_not_read(tmp_path):
+    """A 900 MB *.mtclog that is not a log was read whole (1.87 GB RSS) before its magic was looked at: only its
+    header's 32 bytes are read now (the process's count of bytes read, /proc/self/io rchar, says so), and
+    ingest names it with the same warning as before."""
+    logs, paths = three_logs(tmp_path)
+    big = logs / "big.mtclog"
+    with open(big, "wb") as f:
+        f.write(b"#!/bin/sh\n")
+        f.truncate(900 << 20)                       # sparse: nothing on the disk
+    code = ("import sys\nfrom mtcio.db import logformat as lf\n"
+            "def rchar():\n    return int([ln.split()[1] for ln in open('/proc/self/io') if ln.startswith('rchar')][0])\n"
+            "r0 = rchar(); b = lf.read_bytes(sys.argv[1]); r1 = rchar()\n"
+            "print(len(b), r1 - r0)\n")            # r1 - r0 counts one read of /proc/self/io too (~200 bytes)
+    r = subprocess.run([sys.executable, "-c", code, str(big)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    n, read = map(int, r.stdout.split())
+    assert n == lf.HEADER_SIZE and read < 4096, r.stdout
+    r = ingest_cli(logs, tmp_path / "x.db")
+    assert r.returncode == 0, r.stderr
+    assert f"warning: {big}: bad magic (not an mtcprof log) at byte offset 0; no process record, skipped" in r.stderr
+    assert "run R: 3 logs added" in r.stderr
