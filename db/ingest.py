@@ -150,6 +150,33 @@ def find_logs(logdir: str) -> list[str]:
     return out
 
 
+def untrusted_folders(logdir: str) -> list[tuple[str, str]]:
+    """(folder, why) for each folder under logdir (itself included) whose logs another user could have put or
+    replaced there, by the shim's rule: owned by neither this user nor root, or writable by others and not
+    sticky.  The shim and `mtcprof run` refuse to write into such a folder; ingest reads it, and says so."""
+    me = os.geteuid()
+    out = []
+    for root, dirs, _files in os.walk(logdir):
+        dirs.sort()
+        try:
+            st = os.stat(root)
+        except OSError:
+            continue
+        if st.st_uid not in (me, 0):
+            out.append((root, f"owned by another user ({_user(st.st_uid)}; you are {_user(me)})"))
+        elif st.st_mode & 0o002 and not st.st_mode & 0o1000:
+            out.append((root, f"writable by others (mode {st.st_mode & 0o7777:04o})"))
+    return out
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+        return f"uid {uid}, {pwd.getpwuid(uid).pw_name}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
 def gfarm_path_of(path: str, mounts) -> str | None:
     """/mnt/x/a/b -> /a/b when /mnt/x is a gfarm2fs mount point; gfarm:///a/b and gfarm://host:port/a/b -> /a/b."""
     if path.startswith("gfarm:"):
@@ -563,6 +590,13 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
         res.warnings.append(msg)
         res.details.append((msg, path, offset))
         warn(msg)
+
+    odd = untrusted_folders(os.path.abspath(logdir))
+    if odd:                    # warned, not refused: a testbed's tasks run as another user, as root ingests
+        n = len(odd) - 1
+        more = f" (and {n} more folder{'s' if n > 1 else ''} under it like it)" if n else ""
+        warn_(f"{readable(odd[0][0])}: log folder {odd[0][1]}{more}: its logs may not be the run's; ingested as "
+              f"they are", odd[0][0])
 
     def read(path):
         rows, w = _read(path, max_log_bytes)

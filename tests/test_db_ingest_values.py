@@ -213,3 +213,31 @@ def test_a_large_file_that_is_not_a_log_is_not_read(tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"warning: {big}: bad magic (not an mtcprof log) at byte offset 0; no process record, skipped" in r.stderr
     assert "run R: 3 logs added" in r.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+def test_log_folders_another_user_could_fill_are_named(tmp_path):
+    """The shim and `mtcprof run` refuse a log folder owned by another user, or writable by others and not
+    sticky; ingest read one without a word.  It says so once (naming the first, counting the others) and
+    ingests the logs (a testbed's tasks write as its own user, and root ingests them)."""
+    logs, paths = three_logs(tmp_path)
+    sub = logs / "sub"
+    sub.mkdir()
+    os.chmod(sub, 0o1777)                            # sticky, like /tmp: the shim accepts it
+    assert "warning" not in ingest_cli(logs, tmp_path / "a.db").stderr
+    os.chown(logs, 65534, 65534)
+    r = ingest_cli(logs, tmp_path / "b.db")
+    assert r.returncode == 0, r.stderr
+    import pwd
+    who = pwd.getpwuid(65534).pw_name
+    assert r.stderr.splitlines()[0] == (
+        f"mtcprof ingest: warning: {logs}: log folder owned by another user (uid 65534, {who}; you are uid 0, root): "
+        f"its logs may not be the run's; ingested as they are")
+    assert "run R: 3 logs added" in r.stderr
+    os.chown(logs, 0, 0)
+    os.chmod(logs, 0o777)
+    os.chmod(sub, 0o777)
+    r = ingest_cli(logs, tmp_path / "c.db")
+    assert r.returncode == 0 and r.stderr.splitlines()[0] == (
+        f"mtcprof ingest: warning: {logs}: log folder writable by others (mode 0777) (and 1 more folder under it "
+        f"like it): its logs may not be the run's; ingested as they are"), r.stderr
