@@ -2,9 +2,10 @@
 
 One line per item: {"type": "process", ...}, {"type": "file", ...} per file, {"type": "op", ...} per traced op
 (unless --no-ops), then {"type": "end", "complete": true} or {"type": "error", "offset": N, "message": ...}
-for a truncated or corrupt log (its valid prefix is printed before).  A file that cannot be read or is not an
-mtcprof log prints nothing on stdout, one line on stderr.  Exit status 1 if a log was truncated or corrupt,
-2 if a file was missing, unreadable or not a log (the worse of the two when both).
+for a truncated or corrupt log (its valid prefix is printed before), and {"type": "kept-out", "offset": N, ...}
+for each FILE record whose counts no shim writes (not printed as a file).  A file that cannot be read or is not an
+mtcprof log prints nothing on stdout, one line on stderr.  Exit status 1 if a log was truncated or corrupt (or had
+a record kept out), 2 if a file was missing, unreadable or not a log (the worse of the two when both).
 """
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ def dump(path: str, out, with_ops: bool = True, err=sys.stderr) -> int:
         w({"type": "process", "log": path, "version": log.version, **log.process})
     for f in log.files:
         w({"type": "file", "log": path, **f})
+    for e in log.kept_out:       # records read but not shown: counts no shim writes
+        w({"type": "kept-out", "log": path, "offset": e.offset, "message": printable(e.reason)})
     if with_ops:
         for o in ops_as_dicts(log):
             w({"type": "op", **o})
@@ -53,7 +56,7 @@ def dump(path: str, out, with_ops: bool = True, err=sys.stderr) -> int:
         w({"type": "error", "log": path, "offset": log.error.offset, "message": printable(log.error.reason)})
         return FAILED
     w({"type": "end", "log": path, "complete": log.complete})
-    return OK
+    return FAILED if log.kept_out else OK
 
 
 def main(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shlex
+import sqlite3
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ import numpy as np
 
 from mtcio.db import fastlog
 from mtcio.db import logformat as lf
-from mtcio.db import store
+from mtcio.db import store, write_errors
 from mtcio.db.store import db_text, readable, text_of
 
 FLAG_BITS = {name: bit for bit, name in lf.FILE_FLAGS.items()}
@@ -49,8 +50,8 @@ def cpu_clock(text) -> tuple:
     end) as (cpus, uptime_start_s, idle_start_s, uptime_end_s, idle_end_s); all None when absent or not such a
     clock (a damaged log: the clock going back, idle beyond every CPU's time)."""
     try:
-        f = text.split()
-        n, (u0, i0, u1, i1) = int(f[0]), map(float, f[1:])
+        n, u0, i0, u1, i1 = text.split()     # an empty or short string is a ValueError here, never an IndexError
+        n, u0, i0, u1, i1 = int(n), float(u0), float(i0), float(u1), float(i1)
     except (AttributeError, ValueError, TypeError):
         return (None,) * 5
     ok = 0 < n <= 1 << 16 and 0 <= u0 <= u1 < 1e10 and 0 <= i0 <= i1 and i1 - i0 <= n * (u1 - u0) + 0.02 * n
@@ -147,6 +148,33 @@ def find_logs(logdir: str) -> list[str]:
         out.extend(os.path.join(root, f) for f in files if f.endswith(".mtclog") and not f.startswith("."))
     out.sort()
     return out
+
+
+def untrusted_folders(logdir: str) -> list[tuple[str, str]]:
+    """(folder, why) for each folder under logdir (itself included) whose logs another user could have put or
+    replaced there, by the shim's rule: owned by neither this user nor root, or writable by others and not
+    sticky.  The shim and `mtcprof run` refuse to write into such a folder; ingest reads it, and says so."""
+    me = os.geteuid()
+    out = []
+    for root, dirs, _files in os.walk(logdir):
+        dirs.sort()
+        try:
+            st = os.stat(root)
+        except OSError:
+            continue
+        if st.st_uid not in (me, 0):
+            out.append((root, f"owned by another user ({_user(st.st_uid)}; you are {_user(me)})"))
+        elif st.st_mode & 0o002 and not st.st_mode & 0o1000:
+            out.append((root, f"writable by others (mode {st.st_mode & 0o7777:04o})"))
+    return out
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+        return f"uid {uid}, {pwd.getpwuid(uid).pw_name}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def gfarm_path_of(path: str, mounts) -> str | None:
@@ -484,12 +512,19 @@ def fill_task_io(conn, run_id: int) -> None:
     hosts = {r[0]: text_of(r[1]) for r in conn.execute("SELECT id, name FROM hosts")}
     task_host = {r[0]: hosts.get(r[1]) for r in conn.execute("SELECT id, host_id FROM tasks WHERE run_id = ?",
                                                               (run_id,))}
-    rows = conn.execute(
+    query = (
         "SELECT p.task_id, COALESCE(f.gfarm_path, f.path) AS k, max(f.replica_hosts), max(f.resolved_at), "
-        "sum(fa.bytes_read), sum(fa.bytes_written), sum(fa.reads), sum(fa.writes), "
-        "sum(fa.t_open_ns + fa.t_read_ns + fa.t_write_ns + fa.t_close_ns + fa.t_meta_ns) "
+        "SUM(fa.bytes_read), SUM(fa.bytes_written), SUM(fa.reads), SUM(fa.writes), "
+        "SUM(fa.t_open_ns + fa.t_read_ns + fa.t_write_ns + fa.t_close_ns + fa.t_meta_ns) "
         "FROM file_access fa JOIN processes p ON p.id = fa.process_id JOIN files f ON f.id = fa.file_id "
-        "WHERE p.run_id = ? AND p.task_id IS NOT NULL GROUP BY p.task_id, k", (run_id,)).fetchall()
+        "WHERE p.run_id = ? AND p.task_id IS NOT NULL GROUP BY p.task_id, k")
+    try:
+        rows = conn.execute(query.replace("SUM", "sum"), (run_id,)).fetchall()
+    except sqlite3.OperationalError as e:
+        if "integer overflow" not in str(e):
+            raise
+        # a damaged log's near-2^63 counters: totals as REAL (approximate) instead of failing the run
+        rows = conn.execute(query.replace("SUM", "total"), (run_id,)).fetchall()
     agg = defaultdict(lambda: [0] * 11)
     rep_cache = {}
     for tid, _k, reps, resolved, br, bw, nr, nw, tio in rows:
@@ -515,11 +550,14 @@ def fill_task_io(conn, run_id: int) -> None:
                 a[7] += 1
         if local:
             a[9] += bw
+    # each value fits SQLite's INTEGER (the reader checks), their sum over a task's files may not (a damaged log's
+    # near-2^63 counters): such a total is stored as the REAL it is close to rather than failing the run
+    fit = lambda v: v if v <= I64_MAX else float(v)      # noqa: E731
     conn.executemany(
         "UPDATE tasks SET bytes_read = ?, bytes_written = ?, files_read = ?, files_written = ?, bytes_read_local = ?, "
         "bytes_read_remote = ?, files_read_local = ?, files_read_remote = ?, bytes_read_unknown = ?, "
         "bytes_written_local = ?, t_io_ns = ? WHERE id = ?",
-        [(*agg[t], t) if t in agg else (0,) * 11 + (t,) for t in task_host])
+        [(*map(fit, agg[t]), t) if t in agg else (0,) * 11 + (t,) for t in task_host])
 
 
 # ---- driver --------------------------------------------------------------------------------------------------------
@@ -552,6 +590,13 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
         res.warnings.append(msg)
         res.details.append((msg, path, offset))
         warn(msg)
+
+    odd = untrusted_folders(os.path.abspath(logdir))
+    if odd:                    # warned, not refused: a testbed's tasks run as another user, as root ingests
+        n = len(odd) - 1
+        more = f" (and {n} more folder{'s' if n > 1 else ''} under it like it)" if n else ""
+        warn_(f"{readable(odd[0][0])}: log folder {odd[0][1]}{more}: its logs may not be the run's; ingested as "
+              f"they are", odd[0][0])
 
     def read(path):
         rows, w = _read(path, max_log_bytes)
@@ -658,20 +703,12 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
 
 class LogRows:
     """One log, reduced to what ingest stores: process dict, files as (fid, flags, path, 50 values), op chunks as
-    (count, packed little-endian bytes), complete flag, error text."""
-    __slots__ = ("proc", "files", "ops", "complete", "error")
+    (count, packed little-endian bytes), complete flag, error text, FILE records the reader kept out."""
+    __slots__ = ("proc", "files", "ops", "complete", "error", "kept_out")
 
-    def __init__(self, proc, files, ops, complete, error):
+    def __init__(self, proc, files, ops, complete, error, kept_out=0):
         self.proc, self.files, self.ops, self.complete, self.error = proc, files, ops, complete, error
-
-
-def _bins(h) -> list:
-    """A size histogram as NB bins: a log with fewer bins (another shim version) is padded with zeros; more bins
-    are folded into the last, open-ended one."""
-    h = list(h)
-    if len(h) == NB:
-        return h
-    return h[:NB - 1] + [sum(h[NB - 1:])] if len(h) > NB else h + [0] * (NB - len(h))
+        self.kept_out = kept_out
 
 
 def read_rows(path: str, max_log_bytes: int = MAX_LOG_BYTES) -> tuple["LogRows | None", "lf.LogError | None"]:
@@ -688,11 +725,13 @@ def rows_from_bytes(buf: bytes, path: str) -> tuple["LogRows | None", "lf.LogErr
     log = lf.parse(buf, path) if buf else lf.MtcLog(path=path, error=lf.LogError("empty file", 0, path))
     if log.error is None and not log.complete:
         log.error = lf.LogError("incomplete log", len(buf), path)
+    if log.error is None and log.kept_out:       # the log's one error: its first record kept out
+        log.error = log.kept_out[0]
     if not log.process or "pid" not in log.process or "start_ns" not in log.process:
         return None, log.error
-    # counters a log of another shim version lacks are 0 (the reference reader accepts other counts)
+    # a counter an older format version lacks (seeks_end before version 3) is 0
     files = [(f["id"], _flag_int(f["flags"]), f["path"],
-              [f.get(c, 0) for c in lf.COUNTERS] + _bins(f["hist_read"]) + _bins(f["hist_write"])) for f in log.files]
+              [f.get(c, 0) for c in lf.COUNTERS] + f["hist_read"] + f["hist_write"]) for f in log.files]
     ops = []
     if getattr(log, "ops_raw", None) is None:
         if len(log.ops):
@@ -704,7 +743,8 @@ def rows_from_bytes(buf: bytes, path: str) -> tuple["LogRows | None", "lf.LogErr
             if raw:
                 ops.append((len(raw) // lf.OP_SIZE, raw))
     err = f"{log.error.reason} at byte offset {log.error.offset}" if log.error is not None else None
-    return LogRows(log.process, files, ops, log.complete, err), log.error
+    # a log with an error (bytes after its END, records kept out) is not the whole record of its process
+    return LogRows(log.process, files, ops, log.complete and log.error is None, err, len(log.kept_out)), log.error
 
 
 def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES):
@@ -722,8 +762,13 @@ def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES):
     if rows is None:
         return None, (f"{shown}: {err.reason} at byte offset {err.offset}; no process record, skipped", path,
                       err.offset)
-    return rows, (f"{shown}: {err.reason} at byte offset {err.offset}; its valid records before it were kept", path,
-                  err.offset)
+    if isinstance(err, lf.KeptOut):
+        more = f" (and {rows.kept_out - 1} more like it)" if rows.kept_out > 1 else ""
+        return rows, (f"{shown}: {err.reason} at byte offset {err.offset}{more}; kept out, the rest of the log kept",
+                      path, err.offset)
+    more = f"; {rows.kept_out} file records with unknown counts kept out" if rows.kept_out else ""
+    return rows, (f"{shown}: {err.reason} at byte offset {err.offset}; its valid records before it were kept{more}",
+                  path, err.offset)
 
 
 # ---- CLI -----------------------------------------------------------------------------------------------------------
@@ -747,7 +792,14 @@ def main(args: argparse.Namespace) -> int:
                      progress=False if args.no_progress else None)
     except (IngestError, store.StoreError) as e:
         print(f"mtcprof ingest: {e}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(e, store.DiskError) else 2
+    except (sqlite3.OperationalError, OSError) as e:       # the disk filled up, or went read-only, while writing
+        words = write_errors.disk_words(args.db, e)
+        if words is None:
+            raise
+        print(f"mtcprof ingest: {words}; the run being ingested was not stored (runs stored before it are kept)",
+              file=sys.stderr)
+        return 1
     if not res.committed:
         print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings); --strict: nothing stored",
               file=sys.stderr)

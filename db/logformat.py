@@ -5,6 +5,7 @@
     log.files                     # list of dicts, one per file: path, flags, counters, hist_read, hist_write
     log.ops                       # numpy structured array (OP_DTYPE), empty unless MTCPROF_TRACE=ops
     log.complete, log.error       # error: LogError with .offset when the log is truncated or corrupt
+    log.kept_out                  # [LogError]: FILE records not read for counts no shim writes (1 counter, 11 bins)
 
 The op trace is decoded with one numpy.frombuffer when log.ops is first read (no per-op Python work); numpy is
 imported only then, so that `mtcprof dump` (ops_as_dicts) starts without it.
@@ -39,6 +40,9 @@ COUNTERS = ("opens", "creates", "closes", "reads", "writes", "bytes_read", "byte
             "t_open_ns", "t_read_ns", "t_write_ns", "t_close_ns", "t_meta_ns", "first_open_ns", "last_close_ns",
             "seeks_end")     # version 3 added seeks_end (a version-2 FILE record has the first 29)
 NBINS = 10
+# counters a FILE record of each format version has; a record with other counts (or other than NBINS bins) is no
+# shim's: its values cannot be put in their slots, so it is kept out of log.files and named in log.kept_out
+VERSION_COUNTERS = {1: 29, 2: 29, 3: 30}
 HIST_BINS = ("0-100", "100-1K", "1K-10K", "10K-100K", "100K-1M", "1M-4M", "4M-10M", "10M-100M", "100M-1G", "1G+")
 HIST_EDGES = (0, 100, 1024, 10240, 102400, 1048576, 4194304, 10485760, 104857600, 1073741824)
 
@@ -92,13 +96,19 @@ class LogError(ValueError):
         super().__init__(f"{path or '<log>'}: {message} at byte offset {offset}")
 
 
+class KeptOut(LogError):
+    """A record read but kept out of the log's contents (its counts are no shim's); the walk went on past it."""
+
+
 class NotALogFile(OSError):
     """A path that is not a regular file of bounded size (symlink, FIFO, device, folder, too large): not read."""
 
 
 def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES) -> bytes:
     """The whole content of a log file, read safely: regular files only (a symlink, FIFO or device named *.mtclog
-    is neither opened nor followed: O_NOFOLLOW, O_NONBLOCK, fstat S_ISREG) and at most max_bytes."""
+    is neither opened nor followed: O_NOFOLLOW, O_NONBLOCK, fstat S_ISREG) and at most max_bytes.  A file whose
+    first bytes are not a log's magic gives only its header's bytes (which the reader then rejects): a large
+    file that happens to be named *.mtclog is never read into memory."""
     st = os.lstat(path)
     if not stat.S_ISREG(st.st_mode):
         raise NotALogFile(errno.EINVAL, "not a regular file (%s)" % _kind(st.st_mode), os.fspath(path))
@@ -114,7 +124,10 @@ def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES) -> bytes
             raise NotALogFile(errno.EINVAL, "not a regular file (%s)" % _kind(st.st_mode), os.fspath(path))
         if st.st_size > max_bytes:
             raise NotALogFile(errno.EFBIG, "larger than %d bytes (%d)" % (max_bytes, st.st_size), os.fspath(path))
-        chunks, left = [], st.st_size
+        head = os.read(fd, HEADER_SIZE)
+        if len(head) < HEADER_SIZE or head[:len(MAGIC)] != MAGIC:
+            return head             # not a log (or all of a tiny file): the reader rejects it from these bytes
+        chunks, left = [head], st.st_size - len(head)
         while left > 0:                          # never past the size fstat gave (a growing file is cut there)
             b = os.read(fd, min(left, 1 << 26))
             if not b:
@@ -138,7 +151,7 @@ def _kind(mode: int) -> str:
 class MtcLog:
     """One log as read.  A plain class (not a dataclass): `mtcprof dump` starts ~8 ms sooner without dataclasses."""
     __slots__ = ("path", "version", "byteorder", "created_ns", "process", "files", "complete", "error", "ops_raw",
-                 "_ops")
+                 "kept_out", "_ops")
 
     def __init__(self, path: str | None, version: int = 0, byteorder: str = "<", created_ns: int = 0,
                  process: dict | None = None, files: list | None = None, complete: bool = False,
@@ -148,6 +161,7 @@ class MtcLog:
         self.files = [] if files is None else files
         self.complete, self.error = complete, error
         self.ops_raw = [] if ops_raw is None else ops_raw      # [(byteorder, bytes of an OPS record's ops)]
+        self.kept_out: list = []                                # [LogError] of FILE records with unknown counts
         self._ops = None
 
     def __repr__(self) -> str:
@@ -278,7 +292,7 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
                 if rec["id"] in fids:
                     raise LogError("duplicate file id %d" % rec["id"], p - 8, path)
                 fids.add(rec["id"])
-                log.files.append(rec)
+                _keep_file(log, rec, version, *struct.unpack_from("BB", buf, p + 12), p - 8)
             elif rtype == R_FILE:
                 fid, flags, plen, cn = struct.unpack_from(bo + "IIII", buf, p)
                 nc, nb = cn & 0xFFFF, cn >> 16
@@ -307,7 +321,7 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
                     rec[name] = vals[i]
                 rec["hist_read"] = list(vals[nc:nc + nb])
                 rec["hist_write"] = list(vals[nc + nb:nc + 2 * nb])
-                log.files.append(rec)
+                _keep_file(log, rec, version, nc, nb, p - 8)
             elif rtype == R_OPS:
                 count, osize = struct.unpack_from(bo + "IH", buf, p)
                 if osize != OP_SIZE or 8 + count * osize != length:
@@ -332,6 +346,15 @@ def parse(buf, path: str | None = None, strict: bool = False) -> MtcLog:
     log.process.update(strings)
     log.process.setdefault("gfarm_mounts", [])
     return log
+
+
+def _keep_file(log: MtcLog, rec: dict, version: int, nc: int, nb: int, offset: int) -> None:
+    """A FILE record into log.files when its counts are its version's, else into log.kept_out."""
+    if nc == VERSION_COUNTERS[version] and nb == NBINS:
+        log.files.append(rec)
+    else:
+        log.kept_out.append(KeptOut("file record with %d counters and %d bins (a version-%d log has %d and %d)"
+                                     % (nc, nb, version, VERSION_COUNTERS[version], NBINS), offset, log.path))
 
 
 _FIRST, _LAST = COUNTERS.index("first_open_ns"), COUNTERS.index("last_close_ns")

@@ -578,6 +578,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"{PROG}: {printable(args.output)}: exists and is not a folder (-o takes the folder to write "
               f"index.html and its figures into)", file=sys.stderr)
         return BAD_INPUT
+    made = not os.path.exists(args.output)      # a folder this call makes is removed again if the page fails
     try:
         with Store(args.db, readable=True) as s:
             try:
@@ -590,8 +591,21 @@ def main(args: argparse.Namespace) -> int:
         print(f"{PROG}: {e}", file=sys.stderr)
         return BAD_INPUT
     except OSError as e:
+        _remove_made(args.output, made)
+        from mtcio.db import write_errors
+        words = write_errors.disk_words(_store.readable(e.filename or args.output), e)
         where = f"{_store.readable(e.filename)}: " if e.filename else ""
-        print(f"{PROG}: {where}{e.strerror or e}", file=sys.stderr)
+        print(f"{PROG}: {words or where + (e.strerror or str(e))}; no report written", file=sys.stderr)
         return 1
+    except BaseException:
+        _remove_made(args.output, made)
+        raise
     print(_store.readable(path))
     return 0
+
+
+def _remove_made(folder: str, made: bool) -> None:
+    """The output folder this call created, with what it holds of the failed page."""
+    if made and os.path.isdir(folder):
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)

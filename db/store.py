@@ -18,6 +18,7 @@ import time
 from importlib import resources
 from typing import Any, Callable, Iterable
 
+from mtcio.db import write_errors
 # new dbs and outputs are private (mtcio/private.py); callers use them as store.*
 from mtcio.private import PRIVATE_DIR, PRIVATE_FILE, private_dir, write_private  # noqa: F401
 
@@ -26,6 +27,10 @@ SCHEMA_VERSION = 7
 
 class StoreError(RuntimeError):
     """A db that cannot be used as asked (newer schema, read-only file, not a db ...)."""
+
+
+class DiskError(StoreError):
+    """The db could not be written for its disk (full, an I/O error): not a fault of the input, exit 1 not 2."""
 
 
 # ---- names: paths and labels are bytes ---------------------------------------------------------------------------
@@ -150,6 +155,7 @@ def connect(path: str | os.PathLike, *, readonly: bool = False, timeout: float =
     older db must be opened read-write once).  Row factory is sqlite3.Row."""
     path = os.fspath(path)
     exists = os.path.exists(path)
+    created = False
     if readonly:
         if not exists:
             raise StoreError(f"{path}: no such database")
@@ -165,14 +171,14 @@ def connect(path: str | os.PathLike, *, readonly: bool = False, timeout: float =
         except sqlite3.DatabaseError:
             pass
     else:
-        if exists and _is_readonly_file(path):
-            raise StoreError(f"{path}: database file (or its folder) is read-only; open it with readonly=True "
-                             f"to read it, or make it writable to write")
         d = os.path.dirname(os.path.abspath(path))
         if not exists and not os.path.isdir(d):
             raise StoreError(f"{path}: folder {d} does not exist")
-        if not exists:
-            _create_private(path)
+        if write_errors.read_only_fs(path):
+            raise StoreError(write_errors.read_only_fs_words(path))
+        if exists and _is_readonly_file(path):
+            raise StoreError(write_errors.read_only_words(path))
+        created = not exists and _create_private(path)
         conn = sqlite3.connect(path, timeout=timeout)
     conn.row_factory = sqlite3.Row
     try:
@@ -180,7 +186,8 @@ def connect(path: str | os.PathLike, *, readonly: bool = False, timeout: float =
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as e:
-            raise StoreError(f"{path}: not an mtcio database ({e})") from None
+            # a full disk or a read-only file says so: only a file SQLite cannot read as a db is "not a db"
+            raise _disk_error(path, e) or StoreError(f"{path}: not an mtcio database ({e})") from None
         if version > SCHEMA_VERSION:
             raise StoreError(f"{path}: database schema version {version} is newer than this mtcio supports "
                              f"({SCHEMA_VERSION}); upgrade mtcio")
@@ -196,22 +203,46 @@ def connect(path: str | os.PathLike, *, readonly: bool = False, timeout: float =
             if tables:
                 raise StoreError(f"{path}: a SQLite db with {tables} tables but no mtcio schema version; "
                                  f"refusing to touch it")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        if version < SCHEMA_VERSION:
-            _upgrade(conn, version, path)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if version < SCHEMA_VERSION:
+                _upgrade(conn, version, path)
+        except sqlite3.OperationalError as e:
+            err = _disk_error(path, e)
+            if err is None:
+                raise
+            raise err from None
         return conn
     except BaseException:
         conn.close()
+        if not readonly and created:            # a db this call created and could not set up: not left behind
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    os.unlink(path + suffix)
+                except OSError:
+                    pass
         raise
 
 
-def _create_private(path: str) -> None:
-    """A new db file is made 0600 before SQLite opens it: SQLite gives its -wal and -shm files the db's mode."""
+def _disk_error(path: str, e: BaseException) -> StoreError | None:
+    """The StoreError for a write that failed for its disk (full, read-only), else None."""
+    words = write_errors.disk_words(path, e)
+    if words is None:
+        return None
+    return DiskError(words) if write_errors.is_disk_fault(path, e) else StoreError(words)
+
+
+def _create_private(path: str) -> bool:
+    """A new db file is made 0600 before SQLite opens it: SQLite gives its -wal and -shm files the db's mode.
+    Returns whether this call created it."""
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE))
+        return True
     except FileExistsError:
-        pass                # created meanwhile by another writer: theirs
+        return False        # created meanwhile by another writer: theirs
+    except OSError as e:
+        raise _disk_error(path, e) or StoreError(f"{path}: cannot create it ({e.strerror})") from None
 
 
 def _uri_quote(p: str) -> str:
@@ -236,8 +267,9 @@ def _upgrade(conn: sqlite3.Connection, version: int, path: str) -> None:
     except sqlite3.OperationalError as e:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        if "readonly" in str(e):
-            raise StoreError(f"{path}: database is read-only; cannot create or migrate its schema") from None
+        err = _disk_error(path, e)
+        if err is not None:
+            raise err from None
         raise
 
 

@@ -89,9 +89,9 @@ Schema (version 1; `?` = optional, may be null; sizes in bytes, times in seconds
 Unknown keys are an error (typos must not silently fall back to defaults), except under `x-*` names.
 Also refused: duplicate keys, hosts > tasks, explicit tags other than YAML's plain ones.
 
-load() reads untrusted files within bounds (MAX_BYTES, MAX_DEPTH, MAX_NODES counted with aliases expanded, so a
-"billion laughs" document is refused after reading it once) and raises only ModelError, whose message names the
-file, the line and the field: "wf.yaml: line 12: stages[0].read.alpha: must be <= 1, got 1.5".
+load() reads untrusted files within bounds (MAX_BYTES, MAX_DEPTH, MAX_NODES values added by aliases, so a "billion
+laughs" document is refused after reading it once; db/bounded_yaml.py) and raises only ModelError, whose message
+names the file, the line and the field: "wf.yaml: line 12: stages[0].read.alpha: must be <= 1, got 1.5".
 """
 from __future__ import annotations
 
@@ -104,10 +104,12 @@ from typing import Any
 
 import yaml
 
+from mtcio.db import bounded_yaml
+
 SCHEMA_VERSION = 1
-MAX_BYTES = 4 << 20          # ~2,500 stages; larger files are refused unread
+MAX_BYTES = 32 << 20         # ~20,000 stages as `mtcprof model` writes them; larger files are refused unread
 MAX_DEPTH = 64               # nesting of mappings and sequences (the schema needs 5)
-MAX_NODES = 200_000          # nodes of the document with every alias expanded
+MAX_NODES = 200_000          # values aliases may add to the document (each alias counts what it repeats)
 INT_MAX = (1 << 63) - 1      # what SQLite and the predictor's arithmetic hold exactly
 
 
@@ -253,12 +255,7 @@ _POSITIVE_INT = {"tasks", "hosts", "tasks_max_per_host", "concurrency", "procs_p
 _AT_LEAST_ONE = {"io_concurrency"}
 
 
-def _show(v) -> str:
-    """A value for an error message: short, one line, never the repr of a whole (possibly huge) structure."""
-    if isinstance(v, (dict, list)):
-        return f"a {'mapping' if isinstance(v, dict) else 'list'}"
-    text = repr(v)
-    return text if len(text) <= 60 else text[:57] + "..."
+_show = bounded_yaml.show
 
 
 def _num(v, where: str, *, integer=False, optional=False, lo=0.0, hi=None):
@@ -269,9 +266,8 @@ def _num(v, where: str, *, integer=False, optional=False, lo=0.0, hi=None):
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ModelError(f"{where}: must be a number, got {_show(v)}")
     if isinstance(v, float) and not math.isfinite(v):
-        if optional and math.isnan(v):
-            return None
-        raise ModelError(f"{where}: must be finite, got {v!r}")
+        # NaN is not "unknown" (that is null): taken as unknown it let the predictor fall back to defaults unsaid
+        raise ModelError(f"{where}: must be a finite number{' or null' if optional else ''}, got {v!r}")
     if abs(v) > INT_MAX:
         raise ModelError(f"{where}: must be below 2**63, got {_show(v)}")
     if integer:
@@ -285,32 +281,59 @@ def _num(v, where: str, *, integer=False, optional=False, lo=0.0, hi=None):
     return v
 
 
+_SPECS: dict = {}
+
+
+def _spec(cls) -> tuple:
+    """(field names, [(name, kind, optional, lo, hi)]) of a schema class, worked out once from its annotations."""
+    got = _SPECS.get(cls)
+    if got is None:
+        sub = {"Dist": Dist, "Read": Read, "Shared": Shared, "Write": Write, "Metadata": Metadata,
+               "Measured": Measured, "StageEnvelope": StageEnvelope}
+        out = []
+        for f in fields(cls):
+            t = str(f.type)
+            base = t.split(" |")[0]
+            out.append((f.name, sub.get(base, base), "None" in t,
+                        1 if f.name in _POSITIVE_INT | _AT_LEAST_ONE else 0.0,
+                        1.0 if f.name in _FRACTIONS else None))
+        got = _SPECS[cls] = ({f.name for f in fields(cls)}, out)
+    return got
+
+
 def _build(cls, data, where: str):
     if not isinstance(data, dict):
         raise ModelError(f"{where}: must be a mapping, got {_show(data)}")
-    names = {f.name: f for f in fields(cls)}
-    unknown = [k for k in data if k not in names and not str(k).startswith("x-")]
-    if unknown:
-        raise ModelError(f"{where}.{unknown[0]}: unknown field (known: {', '.join(names)})")
+    names, spec = _spec(cls)
+    if not data.keys() <= names:
+        unknown = [k for k in data if k not in names and not str(k).startswith("x-")]
+        if unknown:
+            raise ModelError(f"{where}.{unknown[0]}: unknown field (known: {', '.join(n for n, *_ in spec)})")
     for r in _REQUIRED.get(cls, ()):
         if r not in data:
             raise ModelError(f"{where}.{r}: required field missing")
     kw = {}
-    for name, f in names.items():
+    for name, base, optional, lo, hi in spec:
         if name not in data:
             continue
-        v, w = data[name], f"{where}.{name}"
-        t = str(f.type)
-        sub = {"Dist": Dist, "Read": Read, "Shared": Shared, "Write": Write, "Metadata": Metadata,
-               "Measured": Measured, "StageEnvelope": StageEnvelope}
-        base = t.split(" |")[0]
-        optional = "None" in t
-        if base in sub:
+        v = data[name]
+        if base == "int" or base == "float":
+            t = type(v)
+            if (t is int or (t is float and base == "float" and v - v == 0)) and lo <= v <= INT_MAX and \
+                    (hi is None or v <= hi):
+                kw[name] = v                    # the common case, checked inline: a finite number in range
+            else:
+                kw[name] = _num(v, f"{where}.{name}", integer=base == "int", optional=optional, lo=lo, hi=hi)
+            continue
+        w = f"{where}.{name}"
+        if not isinstance(base, str):
             if v is None and optional:
                 kw[name] = None
             else:
-                kw[name] = _build(sub[base], v, w)
+                kw[name] = _build(base, v, w)
         elif base == "str":
+            if isinstance(v, bounded_yaml.Timestamp):      # `name: 2026-01-01` is a date to YAML, not a name
+                raise ModelError(f"{w}: must be a non-empty string, got the timestamp {_show(v)} (quote it)")
             if not isinstance(v, str) or not v:
                 raise ModelError(f"{w}: must be a non-empty string, got {_show(v)}")
             kw[name] = v
@@ -323,10 +346,6 @@ def _build(cls, data, where: str):
             kw[name] = [_num(x, f"{w}[{i}]") for i, x in enumerate(v)]
             if kw[name] != sorted(kw[name]):
                 raise ModelError(f"{w}: must be in increasing order")
-        elif base in ("int", "float"):
-            kw[name] = _num(v, w, integer=base == "int", optional=optional,
-                            lo=1 if name in _POSITIVE_INT | _AT_LEAST_ONE else 0.0,
-                            hi=1.0 if name in _FRACTIONS else None)
         else:
             kw[name] = v
     obj = cls(**kw)
@@ -368,12 +387,23 @@ def from_dict(data: Any, source: str = "<workflow>") -> Workflow:
         if data.get(k) is not None and not isinstance(data[k], dict):
             raise ModelError(f"{source}: {k}: must be a mapping")
     run = data.get("run")
-    if run is not None and not isinstance(run, str):
-        raise ModelError(f"{source}: run: must be a string")
-    scaling = data.get("scaling")
+    if run is not None and (not isinstance(run, str) or isinstance(run, bounded_yaml.Timestamp)):
+        raise ModelError(f"{source}: run: must be a string, got {'the timestamp ' if run else ''}{_show(run)}"
+                         + (" (quote it)" if isinstance(run, bounded_yaml.Timestamp) else ""))
+    scaling = _plain(data.get("scaling"))
     if scaling is not None:
         _check_scaling(scaling, {s.name for s in out})
-    return Workflow(stages=out, run=run, source=data.get("source"), envelope=data.get("envelope"), scaling=scaling)
+    return Workflow(stages=out, run=run, source=_plain(data.get("source")), envelope=_plain(data.get("envelope")),
+                    scaling=scaling)
+
+
+def _plain(v):
+    """Free-form parts (source, envelope) with timestamps as the plain strings they were written as."""
+    if isinstance(v, dict):
+        return {_plain(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return str(v) if isinstance(v, bounded_yaml.Timestamp) else v
 
 
 _FORMS = {"constant": ("a",), "proportional": ("a",), "linear": ("a", "b"), "power": ("a", "p")}
@@ -381,7 +411,8 @@ _FORMS = {"constant": ("a",), "proportional": ("a",), "linear": ("a", "b"), "pow
 
 def _check_fit(f, where: str) -> None:
     if not isinstance(f, dict) or f.get("form") not in _FORMS:
-        raise ModelError(f"{where}.form: must be one of {', '.join(_FORMS)}, got {_show(f.get('form') if isinstance(f, dict) else f)}")
+        got = f.get("form") if isinstance(f, dict) else f
+        raise ModelError(f"{where}.form: must be one of {', '.join(_FORMS)}, got {_show(got)}")
     for k in _FORMS[f["form"]]:
         _num(f.get(k), f"{where}.{k}", lo=None)
     _num(f.get("residual"), f"{where}.residual")
@@ -441,105 +472,6 @@ def _check_scaling(sc, stages: set) -> None:
 
 
 # ---- bounded loading -----------------------------------------------------------------------------------------------
-
-class _Limit(Exception):
-    """A bound of the document was passed (carries the line)."""
-
-    def __init__(self, message: str, mark=None):
-        super().__init__(message)
-        self.line = mark.line + 1 if mark is not None else None
-
-
-_PLAIN_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
-
-
-def _loader_class():
-    """The loader class, made at the first load(): defining it touches yaml, which importing this module (for
-    `mtcprof model --help`, say) should not."""
-    global _LOADER
-    if _LOADER is not None:
-        return _LOADER
-
-    class _Loader(yaml.SafeLoader):
-        """SafeLoader with bounded nesting, no duplicate keys, timestamps kept as their text, and number scalars that
-        fail to convert reported with their line (PyYAML raises ValueError/AttributeError for `!!float x`)."""
-
-        def __init__(self, stream):
-            super().__init__(stream)
-            self._depth = 0
-
-        def compose_node(self, parent, index):
-            self._depth += 1
-            try:
-                if self._depth > MAX_DEPTH:
-                    raise _Limit(f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)
-                return super().compose_node(parent, index)
-            finally:
-                self._depth -= 1
-
-        def construct_object(self, node, deep=False):
-            if node.tag not in _PLAIN_TAGS and not node.tag.startswith("tag:yaml.org,2002:merge"):
-                raise _Limit(f"tag {_show(node.tag)} not allowed (plain YAML only)", node.start_mark)
-            try:
-                return super().construct_object(node, deep)
-            except (ValueError, TypeError, AttributeError, OverflowError) as e:
-                if isinstance(e, yaml.YAMLError):
-                    raise
-                raise _Limit(f"value {_show(getattr(node, 'value', ''))} is not a valid "
-                             f"{node.tag.rsplit(':', 1)[-1]}", node.start_mark) from None
-
-        def construct_mapping(self, node, deep=False):
-            seen = set()
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    dup = key in seen
-                except TypeError:            # a list or mapping as key
-                    raise _Limit("a key must be a plain value", key_node.start_mark) from None
-                if dup:
-                    raise _Limit(f"duplicate key {_show(key)}", key_node.start_mark)
-                seen.add(key)
-            return super().construct_mapping(node, deep)
-
-        def construct_yaml_timestamp(self, node):
-            return self.construct_scalar(node)          # the text, as written (source.created is a string)
-
-    _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
-    _LOADER = _Loader
-    return _Loader
-
-
-_LOADER = None
-
-
-def _expanded_size(root) -> int:
-    """Nodes of the document with aliases expanded, counted once per distinct node (memoized); refuses cycles
-    and anything past MAX_NODES without ever building the expansion."""
-    size: dict = {}
-    active = set()
-
-    def walk(node):
-        k = id(node)
-        if k in size:
-            return size[k]
-        if k in active:
-            raise _Limit("an alias refers to the node that contains it", node.start_mark)
-        active.add(k)
-        n = 1
-        if isinstance(node, yaml.SequenceNode):
-            n += sum(walk(c) for c in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            n += sum(walk(kn) + walk(vn) for kn, vn in node.value)
-        active.discard(k)
-        if n > MAX_NODES:
-            raise _Limit(f"the document expands to more than {MAX_NODES:,} values (aliases)", node.start_mark)
-        size[k] = n
-        return n
-
-    return walk(root)
-
 
 def _field_lines(root) -> dict:
     """'stages[1].read.alpha' -> line, in the notation of the validation messages (each node visited once)."""
@@ -610,16 +542,9 @@ def _read_text(path: str) -> str:
 def load(path: str) -> Workflow:
     """Read and validate a workflow model file; ModelError naming the file, line and field on any problem."""
     text = _read_text(path)
-    loader = None
     try:
-        loader = _loader_class()(text)          # checks the characters: may raise already
-        root = loader.get_single_node()
-        if root is None:
-            raise ModelError(f"{path}: empty document (a workflow model is a mapping with 'mtcio_workflow' "
-                             f"and 'stages')")
-        _expanded_size(root)
-        data = loader.construct_document(root)
-    except _Limit as e:
+        data = bounded_yaml.load(text, MAX_DEPTH, MAX_NODES)
+    except bounded_yaml.Limit as e:
         raise ModelError(f"{path}: " + (f"line {e.line}: " if e.line else "") + str(e)) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
@@ -627,17 +552,16 @@ def load(path: str) -> Workflow:
                          f"not valid YAML ({e.problem or e.context})") from None
     except yaml.YAMLError as e:       # e.g. a control character (the reader's error has a position, not a mark)
         raise ModelError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
-    except RecursionError:
-        raise ModelError(f"{path}: nested too deeply") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
+    if data is None:
+        raise ModelError(f"{path}: empty document (a workflow model is a mapping with 'mtcio_workflow' "
+                         f"and 'stages')")
     try:
         return from_dict(data, path)
     except ModelError as e:
         msg = str(e)
         msg = msg[len(path) + 2:] if msg.startswith(path + ": ") else msg
-        line = _line_of(msg, _field_lines(root))
+        # the lines of the fields only now, for the message: the document is known to be within bounds
+        line = _line_of(msg, _field_lines(bounded_yaml.compose(text)))
         raise ModelError(f"{path}: " + (f"line {line}: " if line else "") + msg) from None
 
 

@@ -272,4 +272,7 @@ def points_of_export(path: str) -> list:
                              dict(r["config"]), ok, r["error"]))
         except (ValueError, TypeError) as e:
             raise ParseError(path, f"point {n}: {e}") from None
+        if pts[-1].ok and pts[-1].value == 0:
+            from .drivers import zero_rate
+            raise ParseError(path, f"point {n}: {zero_rate(pts[-1])}; nothing imported")
     return pts

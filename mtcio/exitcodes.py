@@ -88,6 +88,11 @@ def guard(prog: str, fn, *args) -> int:
     except Exception as e:  # noqa: BLE001 - the last line of defence: one line, not a traceback
         if os.environ.get(DEBUG_ENV):
             raise
+        from mtcio.db.write_errors import disk_words      # a full disk or a read-only one, said so
+        words = disk_words(printable(getattr(e, "filename", None) or "the output"), e)
+        if words is not None:
+            print(f"{prog}: {words}", file=sys.stderr)
+            return FAILED
         if isinstance(e, IsADirectoryError):
             msg = f"is a folder, not a file: {printable(e.filename)}"
         elif isinstance(e, NotADirectoryError):

@@ -247,7 +247,9 @@ def test_readonly_db_refused_nothing_lost(tmp_path):
         os.chmod(p, 0o444)
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + MTCPROF +
                        ["ingest", str(logs), "--db", str(db), "--run", "other"], capture_output=True, text=True)
-    assert r.returncode == 2 and "read-only" in r.stderr, r.stderr
+    assert r.returncode == 2 and r.stderr == (
+        f"mtcprof ingest: {db}: the database is read-only to you (its file or its folder is not writable by you); "
+        f"make it writable, or write to another database\n"), r.stderr      # not an API hint (readonly=True)
     assert Store(db).runs()["name"].tolist() == ["R"]
 
 

@@ -186,24 +186,6 @@ def test_damaged_logs_warn_once_keep_prefix_and_strict_stores_nothing(good_logs,
     assert len(s.warnings("R")) == 4
 
 
-def test_other_counter_and_bin_counts_are_read(good_logs, tmp_path):
-    """A FILE record with 28 counters (as another shim version might write; the reference reader accepts it):
-    stored with the missing counters 0, nothing raised."""
-    name, big = max(good_logs.items(), key=lambda kv: len(kv[1]))
-    _, off, _ = next(r for r in _records(big) if r[0] == lf.R_FILE)
-    b = bytearray(big)
-    assert b[off + 8 + 12] == 30 and b[off + 8 + 13] == 10
-    b[off + 8 + 12] = 28
-    ref = lf.parse(bytes(b))
-    assert ref.error is None and "last_close_ns" not in ref.files[0] and "seeks_end" not in ref.files[0]
-    d = _folder(tmp_path, {name: bytes(b)})
-    got = []
-    res = ing.ingest(str(tmp_path / "x.db"), str(d), gfwhere_cmd=None, warn=got.append)
-    assert got == [] and res.runs["R"]["file_access"] == len(ref.files)
-    fa = Store(tmp_path / "x.db").file_access("R")
-    assert fa.loc[fa["fid"] == ref.files[0]["id"], ["last_close_ns", "seeks_end"]].values.tolist() == [[0, 0]]
-
-
 # ---- what ingest opens --------------------------------------------------------------------------------------------
 
 def test_only_regular_files_are_read(good_logs, tmp_path):

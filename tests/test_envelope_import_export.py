@@ -166,3 +166,40 @@ def test_a_measure_on_an_unsteady_machine_is_warned(tmp_path):
     assert _swung(str(tmp_path / "a.db"), "ten").startswith("1 of 10 op-rate points of 5 or more repeats swung")
     store(tmp_path / "b.db", "eleven", pts(11, 1), "complete")
     assert _swung(str(tmp_path / "b.db"), "eleven") is None
+
+
+@pytest.mark.parametrize("fixture, old, new, said", [
+    ("ior/ior-gfarm-fpp-t1m-np1.txt", "write     124.82 ", "write     0.00   ",
+     "TL at file size 1048576, 1 per host on 1 hosts, repeat 0: a rate of 0 ops/s is no measurement in this ior "
+     "output; nothing imported"),
+    ("iozone/iozone-t2-s1m-r128k-write-read.txt", "Parent sees throughput for  2 readers \t\t= 1858566.79 KB/sec",
+     "Parent sees throughput for  2 readers \t\t= 0.00 KB/sec",
+     "at file size 1048576, 2 per host on 1 hosts, repeat 0: a rate of 0 ops/s is no measurement in this iozone "
+     "output; nothing imported"),
+])
+def test_a_zero_rate_is_refused_naming_the_point(tmp_path, fixture, old, new, said):
+    """A rate printed as 0 (nothing moved, or too small to print) was stored as an envelope point."""
+    text = (FIX / fixture).read_text()
+    assert text.count(old) == 1
+    bad = tmp_path / Path(fixture).name
+    bad.write_text(text.replace(old, new))
+    db = tmp_path / "e.db"
+    cp = cli("import", bad, "--db", db, "--name", "r", "--hosts", "1", check=False) if "iozone" in fixture else \
+        cli("import", bad, "--db", db, "--name", "r", check=False)
+    assert cp.returncode == 2 and len(cp.stderr.splitlines()) == 1, cp.stderr
+    assert cp.stderr.startswith(f"mtcenvelope import: {bad}: ") and said in cp.stderr, cp.stderr
+    assert not db.exists()           # every file is parsed before the db is opened
+
+
+def test_a_zero_rate_in_an_export_is_refused(tmp_path):
+    db = tmp_path / "e.db"
+    store(db, "m", some_points(), "complete")
+    out = tmp_path / "x.yaml"
+    cli("export", "--db", db, "--name", "m", "-o", out)
+    text = out.read_text()
+    assert text.count("value: 1234.5678901234567\n") == 1
+    out.write_text(text.replace("value: 1234.5678901234567\n", "value: 0.0\n"))
+    cp = cli("import", out, "--db", tmp_path / "f.db", "--name", "r", check=False)
+    assert cp.returncode == 2 and len(cp.stderr.splitlines()) == 1, cp.stderr
+    assert f"{out}: point 1: T1L at file size 1024, 2 per host on 2 hosts, repeat 0: a rate of 0 ops/s is no " \
+           f"measurement; nothing imported" in cp.stderr, cp.stderr

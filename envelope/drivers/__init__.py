@@ -65,7 +65,16 @@ def parse_text(text: str, context: dict[str, Any] | None = None,
                          f"{str(e)[:200]}") from None
     if not pts:
         raise ParseError(src, f"no envelope point in this {driver.name} output")
+    zero = next((p for p in pts if p.ok and p.value == 0), None)
+    if zero is not None:        # a rate the output printed as 0 (nothing moved, or too small to print) predicts nothing
+        raise ParseError(src, f"{zero_rate(zero)} in this {driver.name} output; nothing imported")
     return pts
+
+
+def zero_rate(p: Point) -> str:
+    """The words for an ok point whose rate is 0, naming it."""
+    return (f"{p.metric} at file size {p.file_size}, {p.procs_per_host} per host on {p.hosts} hosts, repeat "
+            f"{p.repeat}: a rate of 0 {p.unit} is no measurement")
 
 
 MAX_OUTPUT = 256 << 20     # bytes: a benchmark report is far smaller
