@@ -169,8 +169,7 @@ def _run(a) -> int:
     except ModelError as e:
         return _fail(str(e))
     scaled = None
-    if wf.scaling is not None:
-        from mtcio.db import scaling
+    if wf.scaling is not None:     # (model, the size, hosts and slots it is at): the reference run's
         ri = wf.scaling["runs"].index(wf.scaling["reference"])
         scaled = (wf, wf.scaling["sizes"][ri], wf.scaling["hosts"][ri], wf.scaling["procs"][ri])
     at_notes = []

@@ -1,6 +1,5 @@
 """The scaling model's parts without a testbed: the fits' forms, the host rules, the task-graph reader, and the
 refusals of `mtcprof model --size` and `mtcpredict --at` (one line, exit 2, nothing written)."""
-import math
 import os
 import subprocess
 import sys
