@@ -5,7 +5,6 @@ interrupts, bad arguments. The gfarm backend runs against the testbed (marked te
 import errno
 import glob
 import os
-import resource
 import shutil
 import signal
 import subprocess
