@@ -259,13 +259,21 @@ def test_timeout_kills_a_blocked_worker(exe, tmp_path):
 
 
 def test_interrupt_keeps_what_was_measured(exe, tmp_path):
+    """SIGINT while the worker is held in its second op (a read of a FIFO whose writer writes nothing): the first
+    op's record is kept, the second is the interrupted one."""
     (tmp_path / "f.0").write_bytes(b"a" * 10)
     os.mkfifo(tmp_path / "f.1")
     p = subprocess.Popen([exe, "--op", "read", "--files-per-proc", "2", "--path",
                           str(tmp_path / "f.{i}")], stdout=subprocess.PIPE, text=True)
-    time.sleep(0.5)
-    p.send_signal(signal.SIGINT)
-    out, _ = p.communicate(timeout=10)
+    try:
+        w = _open_fifo_for_write(tmp_path / "f.1", time.monotonic() + 60)   # the worker is in its second op
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=10)
+        os.close(w)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
     assert p.returncode == eng.EXIT_INTERRUPTED
     r = eng.parse_output(out)
     assert r.records[0].ok and r.records[0].bytes == 10
