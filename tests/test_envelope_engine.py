@@ -334,7 +334,7 @@ def test_compute_ms_spins_before_the_first_op_only(exe, tmp_path):
         assert all(b.t_start_ns - a.t_end_ns < 300_000_000 for a, b in zip(recs, recs[1:]))
     cp, r = run(exe, "--op", "write", "--size", "4k", "--path", str(tmp_path / "z{i}"))
     assert r.meta["compute_ms"] == "0"
-    assert r.records[0].t_start_ns - int(r.summary["t_go_ns"]) < 100_000_000
+    assert r.records[0].t_start_ns - int(r.summary["t_go_ns"]) < 300_000_000     # not the spin's 300 ms
 
 
 def test_the_summary_has_the_machines_cpu_time_from_the_go(exe, tmp_path):
