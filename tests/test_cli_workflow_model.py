@@ -51,9 +51,9 @@ def test_good_model_and_anchors_load(tmp_path):
 def test_billion_laughs_is_refused_at_once(tmp_path):
     assert len(BOMB) < 400
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
+    t0 = time.process_time()            # CPU time: what an expansion would take, whatever else the machine runs
     msg = refused(tmp_path, BOMB)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 50 * 1024       # KiB
     assert msg == "line 6: the document expands to more than 200,000 values (aliases)"
 
