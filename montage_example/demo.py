@@ -137,11 +137,10 @@ class Demo:
 
     def stage(self):
         # each run in a folder of its own, its tiles written round-robin on the hosts
-        self.tops = {}
-        for k, runs in [(k, [r]) for k, r in zip(self.small, self.small_runs)] + [(self.large, self.large_runs)]:
-            for run in runs:
-                self.tops[run] = f"/{run}-{os.getpid()}"
-                mrun.stage_inputs(self.bed, self.tops[run], self.srcs[k], self.bed.hosts)
+        tiles = {**dict(zip(self.small_runs, self.small)), **{run: self.large for run in self.large_runs}}
+        self.tops = {run: f"/{run}-{os.getpid()}" for run in tiles}
+        for run, k in tiles.items():
+            mrun.stage_inputs(self.bed, self.tops[run], self.srcs[k], self.bed.hosts)
         print(f"  {len(self.tops)} folders: " + ", ".join(self.tops))
 
     def montage(self, run):
@@ -150,13 +149,13 @@ class Demo:
         done = [0]
 
         def progress(line):
-            if line.startswith("mtcprof:"):
+            if line.startswith("mtcprof:") and not line.startswith("mtcprof: report:"):
                 print("  " + line, flush=True)
             elif line.startswith(("m", "python3", "cd ")):
                 done[0] += 1
                 if done[0] % 25 == 0:
                     print(f"  {done[0]} commands started", flush=True)
-        self.marks.setdefault(run, time.time())
+        self.marks[run] = time.time()       # launched: the prediction's file must be older
         try:
             if self.pwrake:
                 res = mrun.run_pwrake(self.bed, top, self.bed.hosts, run=run, db=self.db, logdir=logs,

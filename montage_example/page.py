@@ -97,7 +97,8 @@ def stage_rows(loc, predicted, measured, baseline) -> list[dict]:
         mean = sum(ms) / len(ms) if ms else None
         rows.append({**r, "predicted_tasks": p.get("N"), "predicted_s": p.get("total_s"), "measured_s": ms,
                      "error_pct": error(p.get("total_s"), mean), "spread_pct": spread(*ms) if len(ms) > 1 else None,
-                     "baseline_s": b.get("total_s"), "baseline_error_pct": error(b.get("total_s"), b.get("measured_s"))})
+                     "baseline_s": b.get("total_s"),
+                     "baseline_error_pct": error(b.get("total_s"), b.get("measured_s"))})
     return rows
 
 

@@ -29,7 +29,8 @@ def _validated(out, folder, measured, predicted=None):
     (out / folder).mkdir()
     m = {st: {"measured_s": sum(xs) / len(xs), "repeats": xs} for st, xs in measured.items()}
     preds = [{"stage": st, "variant": "refined", "total_s": s, "measured_s": m[st]["measured_s"],
-              "error_pct": 100 * (s - m[st]["measured_s"]) / m[st]["measured_s"]} for st, s in (predicted or {}).items()]
+              "error_pct": 100 * (s - m[st]["measured_s"]) / m[st]["measured_s"]}
+             for st, s in (predicted or {}).items()]
     (out / folder / "prediction.json").write_text(json.dumps({"predictions": preds, "measured": m}))
 
 
