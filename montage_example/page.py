@@ -164,8 +164,8 @@ def headline(runs, info) -> str:
     small = " and ".join(f"{k} tiles (run {r}, {_walls(info, [r])} wall)" for r, k in info["small"].items())
     return (f"Montage {info['preset']} preset, {info['hosts']} hosts x {info['slots']} slots: traced {small}; "
             f"{info['large']} tiles ({info['overlaps'].get(info['large'], '?')} overlaps) predicted "
-            f"(written at t = {info['predicted_at_s']:.0f} s) before its first run was launched (t = "
-            f"{info['launched_at_s']:.0f} s), then run twice ({_walls(info, runs)} wall)")
+            f"(written at t = {info['predicted_at_s']:.1f} s) before its first run was launched (t = "
+            f"{info['launched_at_s']:.1f} s), then run twice ({_walls(info, runs)} wall)")
 
 
 def summary_text(rows, runs, info) -> str:
@@ -247,8 +247,8 @@ tr.total{{border-top:2px solid #888;font-weight:bold}}th.group{{text-align:cente
 Traced {small}; <code>mtcprof model --size</code> fitted how every stage grows with the tiles; <code>mtcpredict
 --at size={large} hosts={info['hosts']} procs={info['slots']} --tasks-from</code> (the {large}-tile workflow's
 <code>rake -P</code>) predicted {large} tiles ({info['overlaps'].get(large, '?')} overlaps): its output
-(<code>{PREDICTED}/prediction.json</code>) was written at t = {info['predicted_at_s']:.0f} s of the demo, before the
-first {large}-tile run was launched at t = {info['launched_at_s']:.0f} s. Then {large} tiles ran twice, runs
+(<code>{PREDICTED}/prediction.json</code>) was written at t = {info['predicted_at_s']:.1f} s of the demo, before the
+first {large}-tile run was launched at t = {info['launched_at_s']:.1f} s. Then {large} tiles ran twice, runs
 {' and '.join(f"<code>{e(r)}</code>" for r in runs)} (wall time {_walls(info, runs)}) in <code>{e(db)}</code>.</p>
 <ul>{''.join(f"<li><b>{e(line)}</b></li>" for line in summary_lines(fig, runs, info))}</ul>
 <h2>Stages at {large} tiles: I/O time predicted before the runs vs measured in both</h2>

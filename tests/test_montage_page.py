@@ -85,8 +85,8 @@ def test_summary_says_medians_spread_and_workflow(tmp_path):
     text = page.summary_text(rows, RUNS, INFO)
     assert text.splitlines()[0] == (
         "Montage demo preset, 4 hosts x 2 slots: traced 4 tiles (run m4, 3.9 s wall) and 9 tiles (run m9, 6.7 s "
-        "wall); 25 tiles (72 overlaps) predicted (written at t = 173 s) before its first run was launched (t = "
-        "175 s), then run twice (18.0 s, 18.7 s wall)")
+        "wall); 25 tiles (72 overlaps) predicted (written at t = 173.2 s) before its first run was launched (t = "
+        "174.6 s), then run twice (18.0 s, 18.7 s wall)")
     mdiff = next(l for l in text.splitlines() if l.startswith("mDiff"))
     assert mdiff.split() == ["mDiff", "72", "0.600", "0.500", "0.300", "+50", "50", "0.450", "+50"]
     whole = next(l for l in text.splitlines() if l.startswith("workflow"))
