@@ -1,12 +1,14 @@
-"""`make demo`: Montage on a real 4-host Gfarm, end to end, in one command.
+"""`make demo`: trace two small Montage skies on a real 4-host Gfarm, predict a larger one before running it, run it.
 
-testbed up (4 hosts; with an sshd each for Pwrake) -> quick envelope sweep -> synthetic sky -> Montage traced by
-the mtcio plugin, twice (two runs of one workflow: the second is the first's repeat): under real Pwrake in its
-Gfarm mode when PWRAKE_SRC (a Pwrake source checkout) or `pwrake` on PATH is there, else under Rake with the
-plugin's placement -> ingest -> `mtcprof model` of each run -> `mtcpredict --validate` of each run with the other
-run's model (held out: no run is predicted from its own trace) -> one HTML page (OUT/index.html: the stage table
-measured vs predicted with the two runs' spread beside the errors, locality per stage beside the paper's, the
-mosaic, links to mtcpredict's and mtcprof's reports) -> testbed down, whatever happened.
+testbed up (4 hosts; with an sshd each for Pwrake) -> quick envelope sweep -> synthetic skies of 4, 9 and 25
+tiles (the demo preset's 256x256 tiles) and the 25-tile workflow's task graph (`rake -P`, nothing runs) -> the
+tiles into Gfarm -> Montage traced at 4 and at 9 tiles (under real Pwrake in its Gfarm mode when PWRAKE_SRC or
+`pwrake` on PATH is there, else under Rake with the plugin's placement) -> `mtcprof model --size` fitted over
+the two -> `mtcpredict --at size=25 --tasks-from` written to OUT/predict-25 before any 25-tile task runs ->
+Montage at 25 tiles, twice (two runs: their spread is the noise an error is read against) -> the same
+prediction validated against both (OUT/validate-25), and the same-configuration baseline: the first 25-tile
+run's own model predicting its twin (OUT/baseline) -> one HTML page (OUT/index.html) -> testbed down, whatever
+happened.
 
     python montage_example/demo.py [--out DIR] [--preset demo|tiny|paper]
 
@@ -44,11 +46,17 @@ SWEEP = ["--sizes", "4k,12k,16k,64k,128k,256k,512k,1m", "--procs", "1,2", "--hos
          "--precision", "0", "--time-budget", "0", "--ops-per-proc", "1"]
 ENVELOPE, SMALL_CALLS, WARM, MANY, LOADED, APART = ("bed4", "bed4-8k", "bed4-warm", "bed4-many", "bed4-8k-hogs1",
                                                   "bed4-8k-apart200")
-# two runs of one workflow: each is predicted from the other's model, and how far apart their measured times are
-# is the noise floor a prediction's error is read against
-RUNS = ("montage-demo", "montage-demo-2")
-STEPS = 10
+ENVELOPES = (ENVELOPE, SMALL_CALLS, WARM, MANY, LOADED, APART)
+# per preset (its tile size): the two small skies traced, in tiles, and the larger one predicted before it runs
+SKIES = {"tiny": (4, 9, 16), "demo": (4, 9, 25), "paper": (4, 9, 16)}
+STEPS = 13
 READS = "T1L,B1L,T1R,B1R,TN,BN"
+
+
+def run_names(preset: str) -> tuple[list[str], list[str]]:
+    """(the small runs, the two runs of the large sky): montage-4, montage-9; montage-25, montage-25-2."""
+    *small, large = SKIES[preset]
+    return [f"montage-{k}" for k in small], [f"montage-{large}", f"montage-{large}-2"]
 
 
 class StepError(Exception):
@@ -63,19 +71,29 @@ def sh(argv, what, capture=True, **kw):
     return r
 
 
+def indented(text: str) -> str:
+    return "  " + text.rstrip().replace("\n", "\n  ")
+
+
 class Demo:
     def __init__(self, out: str, preset: str):
         self.out, self.preset = out, preset
+        *self.small, self.large = SKIES[preset]
+        self.small_runs, self.large_runs = run_names(preset)
         self.pwrake = mrun.pwrake_command() is not None        # Pwrake needs an sshd on every host
         self.db = os.path.join(out, "mtc.db")
-        self.t0 = time.monotonic()
+        self.t0, self.t0_wall = time.monotonic(), time.time()
         self.times = {}
-        self.walls = []
+        self.walls = {}
+        self.marks = {}          # wall-clock times: the prediction's file written, each run launched
         self.n = 0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
 
     def step(self, title, fn, *a):
         self.n += 1
-        print(f"\n[{self.n}/{STEPS}] {title}  (t = {time.monotonic() - self.t0:.0f} s)", flush=True)
+        print(f"\n[{self.n}/{STEPS}] {title}  (t = {self.elapsed():.0f} s)", flush=True)
         t = time.monotonic()
         try:
             res = fn(*a)
@@ -96,49 +114,49 @@ class Demo:
 
     def sweep(self):
         # progress goes straight to the terminal
-        sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", ENVELOPE, *SWEEP],
-           "mtcenvelope measure", capture=False)
-        sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", SMALL_CALLS, *SWEEP,
-            "--block", "8k", "--metrics", "TL,BL," + READS], "mtcenvelope measure --block 8k", capture=False)
-        sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", WARM, *SWEEP,
-            "--drop-caches", "off", "--metrics", READS], "mtcenvelope measure --drop-caches off", capture=False)
-        sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", MANY, "--sizes",
-            "4k,12k,16k,64k,128k", *SWEEP[2:-2], "--ops-per-proc", "16", "--metrics", "TL,BL," + READS],
-           "mtcenvelope measure --ops-per-proc 16", capture=False)
-        sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", LOADED, *SWEEP,
-            "--block", "8k", "--metrics", "TL,BL,T1L,B1L", "--hogs-per-host", "1"],
+        measure = [os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name"]
+        sh(measure + [ENVELOPE, *SWEEP], "mtcenvelope measure", capture=False)
+        sh(measure + [SMALL_CALLS, *SWEEP, "--block", "8k", "--metrics", "TL,BL," + READS],
+           "mtcenvelope measure --block 8k", capture=False)
+        sh(measure + [WARM, *SWEEP, "--drop-caches", "off", "--metrics", READS],
+           "mtcenvelope measure --drop-caches off", capture=False)
+        sh(measure + [MANY, "--sizes", "4k,12k,16k,64k,128k", *SWEEP[2:-2], "--ops-per-proc", "16",
+                      "--metrics", "TL,BL," + READS], "mtcenvelope measure --ops-per-proc 16", capture=False)
+        sh(measure + [LOADED, *SWEEP, "--block", "8k", "--metrics", "TL,BL,T1L,B1L", "--hogs-per-host", "1"],
            "mtcenvelope measure --hogs-per-host 1", capture=False)
-        sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", APART, *SWEEP,
-            "--block", "8k", "--metrics", "TL,BL", "--call-gap-us", "200"],
+        sh(measure + [APART, *SWEEP, "--block", "8k", "--metrics", "TL,BL", "--call-gap-us", "200"],
            "mtcenvelope measure --call-gap-us 200", capture=False)
 
-    def sky(self):
-        self.src = os.path.join(self.out, "sky")
-        self.pairs = prepare.prepare(self.src, self.preset)
-        self.tiles = len(os.listdir(os.path.join(self.src, "raw")))
-        size = os.path.getsize(os.path.join(self.src, "raw", sorted(os.listdir(os.path.join(self.src, "raw")))[0]))
-        print(f"  {self.tiles} tiles of {size / 1e6:.2f} MB, {len(self.pairs)} overlaps planned")
+    def skies(self):
+        self.srcs, self.overlaps = {}, {}
+        for k in (*self.small, self.large):
+            self.srcs[k] = os.path.join(self.out, f"sky-{k}")
+            self.overlaps[k] = len(prepare.prepare(self.srcs[k], self.preset, tiles=k))
+            raw = os.path.join(self.srcs[k], "raw")
+            size = os.path.getsize(os.path.join(raw, sorted(os.listdir(raw))[0]))
+            print(f"  {len(os.listdir(raw))} tiles of {size / 1e6:.2f} MB, {self.overlaps[k]} overlaps planned")
 
     def stage(self):
-        # each run in a folder of its own, its tiles written on the same hosts
-        self.tops = [f"/{run}-{os.getpid()}" for run in RUNS]
-        for top in self.tops:
-            home = mrun.stage_inputs(self.bed, top, self.src, self.bed.hosts)
-        print("  tiles per host: " + ", ".join(f"{h} {list(home.values()).count(h)}" for h in self.bed.hosts)
-              + f" (each of {len(RUNS)} runs)")
+        # each run in a folder of its own, its tiles written round-robin on the hosts
+        tiles = {**dict(zip(self.small_runs, self.small)), **{run: self.large for run in self.large_runs}}
+        self.tops = {run: f"/{run}-{os.getpid()}" for run in tiles}
+        for run, k in tiles.items():
+            mrun.stage_inputs(self.bed, self.tops[run], self.srcs[k], self.bed.hosts)
+        print(f"  {len(self.tops)} folders: " + ", ".join(self.tops))
 
-    def montage(self, i):
-        run, top = RUNS[i], self.tops[i]
+    def montage(self, run):
+        top = self.tops[run]
         logs = mrun.make_logdir(self.bed)
         done = [0]
 
         def progress(line):
-            if line.startswith("mtcprof:"):
+            if line.startswith("mtcprof:") and not line.startswith("mtcprof: report:"):
                 print("  " + line, flush=True)
             elif line.startswith(("m", "python3", "cd ")):
                 done[0] += 1
-                if done[0] % 5 == 0:
+                if done[0] % 25 == 0:
                     print(f"  {done[0]} commands started", flush=True)
+        self.marks[run] = time.time()       # launched: the prediction's file must be older
         try:
             if self.pwrake:
                 res = mrun.run_pwrake(self.bed, top, self.bed.hosts, run=run, db=self.db, logdir=logs,
@@ -150,45 +168,94 @@ class Demo:
             shutil.rmtree(logs, ignore_errors=True)
         if f"mtcprof: run {run} stored in" not in res.stderr:
             raise StepError(f"the run {run} was not ingested: " + res.stderr.strip()[-300:])
-        self.walls.append(res.wall_s)
-        if i == 0:
+        self.walls[run] = res.wall_s
+        if run == self.large_runs[0]:
             m0 = self.bed.mounts[self.bed.hosts[0]] + top
             with open(m0 + "/mosaic.png", "rb") as fh:        # 0600 as every output (mtcio/private.py)
                 write_private(os.path.join(self.out, "mosaic.png"), fh.read())
         print(f"  {done[0]} commands, {res.wall_s:.1f} s wall")
 
-    def model(self):
-        for run, wf in zip(RUNS, page.MODELS):
-            sh([os.path.join(BIN, "mtcprof"), "model", "--db", self.db, "--run", run, "--envelope", ENVELOPE,
-                "-o", os.path.join(self.out, wf)], "mtcprof model")
-        sh([os.path.join(BIN, "mtcprof"), "report", "--db", self.db, "--run", RUNS[0],
-            "-o", os.path.join(self.out, "profile")], "mtcprof report")
+    def fit(self):
+        sizes = ",".join(f"{r}={k}" for r, k in zip(self.small_runs, self.small))
+        r = sh([os.path.join(BIN, "mtcprof"), "model", "--db", self.db, "--run", ",".join(self.small_runs),
+                "--size", sizes, "--envelope-run", ENVELOPE, "-o", os.path.join(self.out, page.SCALED)],
+               "mtcprof model --size")
+        print(indented("\n".join(l for l in r.stderr.splitlines() if "scaling fitted" in l)))
+
+    def mtcpredict(self, model, folder, *extra, at=True):
+        envs = [a for name in ENVELOPES for a in ("--envelope", f"{self.db}:{name}")]
+        target = (["--at", f"size={self.large}", f"hosts={HOSTS}", f"procs={SLOTS}", "--tasks-from", self.graph]
+                  if at else [])
+        return sh([os.path.join(BIN, "mtcpredict"), os.path.join(self.out, model), *target, *envs,
+                   "--variant", "refined", "--out", os.path.join(self.out, folder), *extra], "mtcpredict")
+
+    def task_graph(self):
+        """The target's task graph from a dry run in its local folder (after staging: loading the Rakefile makes
+        its output folders): every stage's task count and inputs exactly."""
+        self.graph = os.path.join(self.out, f"graph-{self.large}.txt")
+        g = sh(["rake", "-P"], f"rake -P at {self.large} tiles", cwd=self.srcs[self.large])
+        with open(self.graph, "w") as fh:
+            fh.write(g.stdout)
+        tasks = sum(1 for line in g.stdout.splitlines() if line[:1] not in " \t")
+        print(f"  {self.large}-tile task graph (rake -P, nothing run): {tasks} tasks -> {os.path.basename(self.graph)}")
 
     def predict(self):
-        envs = [a for name in (ENVELOPE, SMALL_CALLS, WARM, MANY, LOADED, APART)
-                for a in ("--envelope", f"{self.db}:{name}")]
-        # held out: the model of the first run predicts the second, and the other way round
-        for wf, folder, validated in zip(page.MODELS, page.PREDICTIONS, reversed(RUNS)):
-            r = sh([os.path.join(BIN, "mtcpredict"), os.path.join(self.out, wf), *envs,
-                    "--validate", f"{self.db}:{validated}", "--out", os.path.join(self.out, folder),
-                    "--bootstrap", "20"], "mtcpredict")
-            if folder == page.PREDICTIONS[0]:
-                print(f"  run {validated}, predicted from the model of run {RUNS[0]}:")
-                print("  " + r.stdout.rstrip().replace("\n", "\n  "))
+        # before any task of the large sky runs: its prediction on disk, and on the terminal
+        self.task_graph()
+        r = self.mtcpredict(page.SCALED, page.PREDICTED, "--bootstrap", "20")
+        with open(os.path.join(self.out, page.PREDICTED, "table.txt"), "w") as fh:
+            fh.write(r.stdout)
+        self.marks["predicted"] = os.path.getmtime(os.path.join(self.out, page.PREDICTED, "prediction.json"))
+        print(indented(r.stdout))
+        print(indented("\n".join(l for l in r.stderr.splitlines() if l.startswith("mtcpredict: note"))))
+
+    def validate(self):
+        db_runs = f"{self.db}:{','.join(self.large_runs)}"
+        # the same prediction (same model, target, graph, envelopes), now beside both measured runs
+        self.mtcpredict(page.SCALED, page.VALIDATED, "--bootstrap", "0", "--validate", db_runs)
+        # the same-configuration baseline: the first large run's own model predicts its twin
+        first, twin = self.large_runs
+        sh([os.path.join(BIN, "mtcprof"), "model", "--db", self.db, "--run", first, "--envelope-run", ENVELOPE,
+            "-o", os.path.join(self.out, page.BASELINE_MODEL)], "mtcprof model")
+        self.mtcpredict(page.BASELINE_MODEL, page.BASELINE, "--bootstrap", "0", "--validate", f"{self.db}:{twin}",
+                        at=False)
+        sh([os.path.join(BIN, "mtcprof"), "report", "--db", self.db, "--run", first,
+            "-o", os.path.join(self.out, "profile")], "mtcprof report")
 
     def page(self):
-        self.page_path, self.summary = page.write(self.out, self.db, RUNS, {
-            "tiles": self.tiles, "overlaps": len(self.pairs), "hosts": len(self.bed.hosts), "slots": SLOTS,
-            "preset": self.preset, "walls_s": self.walls,
+        self.page_path, self.summary = page.write(self.out, self.db, self.large_runs, {
+            "small": dict(zip(self.small_runs, self.small)), "large": self.large,
+            "overlaps": self.overlaps, "hosts": len(self.bed.hosts), "slots": SLOTS, "preset": self.preset,
+            "walls_s": self.walls, "predicted_at_s": self.marks["predicted"] - self.t0_wall,
+            "launched_at_s": self.marks[self.large_runs[0]] - self.t0_wall,
             "runner": ("Pwrake (Gfarm mode: tasks scheduled by input location) with the mtcio plugin" if self.pwrake
                        else "Rake with the mtcio plugin and placement (each task on the host holding most of its "
                             "input bytes)"), "steps": self.times})
 
 
+def run_steps(d: Demo) -> None:
+    """Every step after `testbed up`, in order: the prediction is written before the large sky's first run."""
+    d.step("envelope sweep (mtcenvelope measure, quick)", d.sweep)
+    d.step(f"synthetic skies of {', '.join(map(str, d.small))} and {d.large} tiles", d.skies)
+    d.step("tiles into Gfarm, one host each in turn, a folder per run", d.stage)
+    runner = "Pwrake (Gfarm mode) with the mtcio plugin" if d.pwrake else "rake with the mtcio plugin and placement"
+    for k, run in zip(d.small, d.small_runs):
+        d.step(f"Montage at {k} tiles, run {run}, under {runner}", d.montage, run)
+    d.step(f"mtcprof model --size: fitted over {' and '.join(map(str, d.small))} tiles", d.fit)
+    d.step(f"rake -P at {d.large} tiles, mtcpredict --at size={d.large}: predicted before it runs", d.predict)
+    for run in d.large_runs:
+        d.step(f"Montage at {d.large} tiles, run {run}, under {runner}", d.montage, run)
+    d.step(f"validated against both {d.large}-tile runs; the same-configuration baseline; mtcprof report",
+           d.validate)
+    d.step("the demo page", d.page)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="make demo", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="/tmp/mtcio-demo", help="output folder (emptied first; default %(default)s)")
-    p.add_argument("--preset", default="demo", choices=["tiny", "demo", "paper"])
+    p.add_argument("--preset", default="demo", choices=sorted(SKIES),
+                   help="the tile size and the skies: " + "; ".join(
+                       f"{k}: {', '.join(map(str, v[:-1]))} traced, {v[-1]} predicted" for k, v in SKIES.items()))
     p.add_argument("--poll-idle", action=argparse.BooleanOptionalAction, default=False,
                    help="hold /dev/cpu_dma_latency at 0 us while the demo runs: idle CPUs poll instead of halting, "
                         "as the prediction benchmark does. Off by default: on 4 alternating pairs of demos the polled "
@@ -206,15 +273,7 @@ def main(argv=None) -> int:
     try:
         d.step("testbed up (4 hosts)", d.up)
         up = True
-        d.step("envelope sweep (mtcenvelope measure, quick)", d.sweep)
-        d.step("synthetic sky", d.sky)
-        d.step("tiles into Gfarm, one host each in turn, a folder per run", d.stage)
-        for i, run in enumerate(RUNS):
-            d.step(f"Montage run {run} under " + ("Pwrake (Gfarm mode) with the mtcio plugin" if d.pwrake else
-                                                 "rake with the mtcio plugin and placement"), d.montage, i)
-        d.step("mtcprof model of each run, mtcprof report", d.model)
-        d.step("mtcpredict --validate: each run from the other run's model", d.predict)
-        d.step("the demo page", d.page)
+        run_steps(d)
     except StepError as e:
         print(f"\nmake demo: {e}", file=sys.stderr)
         return 1
@@ -228,10 +287,10 @@ def main(argv=None) -> int:
         return 1
     finally:
         if up:
-            print(f"\n[{STEPS}/{STEPS}] testbed down  (t = {time.monotonic() - d.t0:.0f} s)", flush=True)
+            print(f"\n[{STEPS}/{STEPS}] testbed down  (t = {d.elapsed():.0f} s)", flush=True)
             subprocess.run(MTCBED + ["down"], capture_output=True)
     print("\n" + d.summary)
-    print(f"\ndemo finished in {time.monotonic() - d.t0:.0f} s; page: {d.page_path}")
+    print(f"\ndemo finished in {d.elapsed():.0f} s; page: {d.page_path}")
     return 0
 
 

@@ -1,12 +1,17 @@
-"""The demo's one HTML page (OUT/index.html) and its terminal summary.
+"""The demo's one HTML page (OUT/index.html) and its terminal summary: a sky predicted from two smaller ones before
+it ran, beside its two measured runs.
 
-    path, summary = write(out, db, runs, info)
+    path, summary = write(out, db, runs, info)       # runs: the two runs of the large sky
 
-Reads the first traced run from the db (stage table, locality) and OUT/predict/prediction.json (mtcpredict
---validate of the second run with the first run's model) and OUT/predict-2/prediction.json (the first with the
-second's); links OUT/predict/report.html, OUT/predict-2/report.html (mtcpredict) and OUT/profile/index.html
-(mtcprof report of the first run), embeds the first and the last; shows OUT/mosaic.png.  Locality is shown beside the values measured in Kyo, Tatebe, Tanaka (IPSJ 2014) (mProjectPP 94 %,
-mDiffFit 62 %, mBackground 63 %; Montage on 8 Gfarm nodes under Pwrake).
+Reads OUT/predicted/prediction.json (mtcpredict --at the large sky, written before it ran: the predicted I/O time
+per stage), OUT/validated/prediction.json (the same prediction validated against both large runs: each run's
+measured I/O time per stage), OUT/baseline/prediction.json (the first large run's own model validated on the
+second: the same-configuration baseline) and the first large run's locality from the db.  Errors are against the
+mean of the two runs; the runs' spread is (max - min) / mean of their measured times, the noise an error is read
+against.  Links OUT/predicted/report.html, OUT/validated/report.html (mtcpredict) and OUT/profile/index.html
+(mtcprof report of the first large run), embeds the validated one; shows OUT/mosaic.png.  Locality is shown
+beside the values measured in Kyo, Tatebe, Tanaka (IPSJ 2014) (mProjectPP 94 %, mDiffFit 62 %, mBackground
+63 %; Montage on 8 Gfarm nodes under Pwrake).
 """
 from __future__ import annotations
 
@@ -19,8 +24,8 @@ import statistics
 from mtcio.private import write_private
 
 PAPER_ALPHA = {"mProjectPP": 0.94, "mDiff": 0.62, "mBackground": 0.63}   # the paper's mDiffFit is our mDiff
-MODELS = ("workflow.yaml", "workflow-2.yaml")       # mtcprof model of the first run, of the second
-PREDICTIONS = ("predict", "predict-2")              # mtcpredict of the second run (first's model), of the first
+SCALED, BASELINE_MODEL = "scaled.yaml", "baseline.yaml"     # fitted over the small runs; the first large run's
+PREDICTED, VALIDATED, BASELINE = "predicted", "validated", "baseline"   # mtcpredict's --out folders
 RAKE = "Rake with the mtcio plugin and placement (each task on the host holding most of its input bytes)"
 
 
@@ -47,132 +52,225 @@ def locality(db: str, run: str) -> list[dict]:
     return rows
 
 
-def predictions(out: str, folder: str) -> dict:
-    """{stage: {variant: row}} from mtcpredict's OUT/FOLDER/prediction.json ({} when it is missing)."""
+def _result(out: str, folder: str) -> dict:
     path = os.path.join(out, folder, "prediction.json")
     if not os.path.exists(path):
         return {}
     with open(path) as fh:
-        res = json.load(fh)
-    by = {}
-    for row in res.get("predictions", []):
-        by.setdefault(row["stage"], {})[row.get("variant", "?")] = row
-    return by
+        return json.load(fh)
 
 
-def _err(row):
-    return None if not row or row.get("error_pct") is None else row["error_pct"]
+def predictions(out: str, folder: str, variant: str = "refined") -> dict:
+    """{stage: row} of one variant in mtcpredict's OUT/FOLDER/prediction.json ({} when it is missing)."""
+    return {row["stage"]: row for row in _result(out, folder).get("predictions", [])
+            if row.get("variant", variant) == variant}
 
 
-def _meas(p):
-    return (p.get("refined") or p.get("faithful") or {}).get("measured_s")
+def repeats(out: str, folder: str) -> dict:
+    """{stage: [measured I/O time of each validated run, in --validate's order]} from OUT/FOLDER/prediction.json."""
+    return {st: m.get("repeats") or [m["measured_s"]] for st, m in _result(out, folder).get("measured", {}).items()}
 
 
-def spread(a, b):
-    """(max - min) / mean of two runs' measured I/O time, in %; None when either is missing or both are 0."""
-    if a is None or b is None or a + b <= 0:
+def notes(out: str, folder: str) -> list[str]:
+    """What mtcpredict --at said it assumed or took from the graph (the fits' counts beside the graph's)."""
+    return list((_result(out, folder).get("at") or {}).get("notes", []))
+
+
+def spread(*xs):
+    """(max - min) / mean of the runs' measured I/O times, in %; None when one is missing or all are 0."""
+    if not xs or any(x is None for x in xs) or sum(xs) <= 0:
         return None
-    return 100 * abs(a - b) / ((a + b) / 2)
+    return 100 * (max(xs) - min(xs)) / (sum(xs) / len(xs))
 
 
-def stage_rows(loc, preds) -> list[dict]:
-    """Per stage of the first run: its locality, and per validated run (preds[i]: the run predicted from the other
-    run's model) measured, faithful and refined with their errors; the two runs' spread."""
+def error(pred, meas):
+    """(predicted - measured) / measured in %; None when either is missing or nothing was measured."""
+    return None if pred is None or not meas else 100 * (pred - meas) / meas
+
+
+def stage_rows(loc, predicted, measured, baseline) -> list[dict]:
+    """Per stage of the first large run: its locality; the prediction made before the runs (predicted: {stage:
+    row}), each run's measured time (measured: {stage: [s, s]}), the error against their mean, their spread; the
+    baseline's prediction of the second run and its error against that run."""
     rows = []
     for r in loc:
-        ps = [p.get(r["stage"], {}) for p in preds]
-        rows.append({**r, "runs": [{"measured_s": _meas(p), "faithful": p.get("faithful") or {},
-                                    "refined": p.get("refined") or {}} for p in ps],
-                     "spread_pct": spread(*(_meas(p) for p in ps))})
+        p, b = predicted.get(r["stage"], {}), baseline.get(r["stage"], {})
+        ms = measured.get(r["stage"], [])
+        mean = sum(ms) / len(ms) if ms else None
+        rows.append({**r, "predicted_tasks": p.get("N"), "predicted_s": p.get("total_s"), "measured_s": ms,
+                     "error_pct": error(p.get("total_s"), mean), "spread_pct": spread(*ms) if len(ms) > 1 else None,
+                     "baseline_s": b.get("total_s"),
+                     "baseline_error_pct": error(b.get("total_s"), b.get("measured_s"))})
     return rows
 
 
-def summary_line(rows) -> str:
-    errs = [abs(e) for r in rows for x in r["runs"] if (e := _err(x["refined"])) is not None]
-    spreads = [r["spread_pct"] for r in rows if r["spread_pct"] is not None]
-    if not errs:
-        return "no stage was predicted and measured"
-    return (f"refined model, each run from the other run's model: |error| over {len(errs)} stage-runs median "
-            f"{statistics.median(errs):.0f} %, max {max(errs):.0f} %"
-            + (f"; the two runs' measured I/O per stage differ by median {statistics.median(spreads):.0f} %, "
-               f"max {max(spreads):.0f} % ((max-min)/mean: the noise an error is read against)" if spreads else ""))
+def workflow_row(rows) -> dict:
+    """The whole workflow's I/O time, summed over the stages that were predicted and measured in both runs."""
+    done = [r for r in rows if r["predicted_s"] is not None and len(r["measured_s"]) == 2]
+    if not done:
+        return {"stages": 0}
+    pred = sum(r["predicted_s"] for r in done)
+    meas = [sum(r["measured_s"][i] for r in done) for i in (0, 1)]
+    based = [r for r in done if r["baseline_s"] is not None]
+    base = (error(sum(r["baseline_s"] for r in based), sum(r["measured_s"][1] for r in based))
+            if len(based) == len(done) else None)
+    return {"stages": len(done), "predicted_s": pred, "measured_s": meas, "error_pct": error(pred, sum(meas) / 2),
+            "spread_pct": spread(*meas), "baseline_s": sum(r["baseline_s"] for r in based) if based else None,
+            "baseline_error_pct": base}
+
+
+def p90(xs):
+    """The 90th percentile by the nearest rank, as tests/bench/montage_predict.py takes it."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))] if xs else None
+
+
+def figures(rows) -> dict:
+    """Median and p90 of |error| over the stages (scaled prediction, baseline), the runs' spread, the workflow."""
+    err = [abs(r["error_pct"]) for r in rows if r["error_pct"] is not None]
+    base = [abs(r["baseline_error_pct"]) for r in rows if r["baseline_error_pct"] is not None]
+    spr = [r["spread_pct"] for r in rows if r["spread_pct"] is not None]
+    med = lambda xs: statistics.median(xs) if xs else None      # noqa: E731
+    return {"stages": len(err), "median": med(err), "p90": p90(err), "spread_median": med(spr),
+            "spread_max": max(spr) if spr else None, "baseline_median": med(base), "baseline_p90": p90(base),
+            "workflow": workflow_row(rows)}
+
+
+def summary_lines(fig, runs, info) -> list[str]:
+    """The figures in words, with the runs' spread beside every error."""
+    if not fig["stages"]:
+        return ["no stage was predicted and measured"]
+    w = fig["workflow"]
+    small = " and ".join(f"{k}" for k in info["small"].values())
+    lines = [f"predicted from {small} tiles, before it ran: per-stage |error| median {_num(fig['median'], '{:.0f}')} "
+             f"%, p90 {_num(fig['p90'], '{:.0f}')} % over {fig['stages']} stages, against the mean of the two runs; "
+             f"the two runs' spread median {_num(fig['spread_median'], '{:.0f}')} %, max "
+             f"{_num(fig['spread_max'], '{:.0f}')} % ((max-min)/mean: the noise an error is read against)"]
+    if w["stages"]:
+        lines.append(f"whole workflow, I/O time summed over {w['stages']} stages: predicted "
+                     f"{_num(w['predicted_s'], '{:.2f}')} s, measured {_num(w['measured_s'][0], '{:.2f}')} s and "
+                     f"{_num(w['measured_s'][1], '{:.2f}')} s: error {_num(w['error_pct'], '{:+.0f}')} %, the runs' "
+                     f"spread {_num(w['spread_pct'], '{:.0f}')} %")
+    if fig["baseline_median"] is not None:
+        lines.append(f"same-configuration baseline (run {runs[0]}'s own model -> run {runs[1]}): per-stage |error| "
+                     f"median {_num(fig['baseline_median'], '{:.0f}')} %, p90 {_num(fig['baseline_p90'], '{:.0f}')} "
+                     f"%; whole workflow {_num(w.get('baseline_error_pct'), '{:+.0f}')} %")
+    return lines
+
+
+def _walls(info, runs) -> str:
+    return ", ".join(f"{info['walls_s'][r]:.1f} s" for r in runs if r in info["walls_s"])
+
+
+def headline(runs, info) -> str:
+    small = " and ".join(f"{k} tiles (run {r}, {_walls(info, [r])} wall)" for r, k in info["small"].items())
+    return (f"Montage {info['preset']} preset, {info['hosts']} hosts x {info['slots']} slots: traced {small}; "
+            f"{info['large']} tiles ({info['overlaps'].get(info['large'], '?')} overlaps) predicted "
+            f"(written at t = {info['predicted_at_s']:.1f} s) before its first run was launched (t = "
+            f"{info['launched_at_s']:.1f} s), then run twice ({_walls(info, runs)} wall)")
 
 
 def summary_text(rows, runs, info) -> str:
-    walls = ", ".join(f"{w:.1f} s" for w in info["walls_s"])
-    head = "".join(f"{'run ' + r:>24}" for r in reversed(runs))
-    lines = [f"Montage {info['preset']} preset: {info['tiles']} tiles, {info['overlaps']} overlaps, "
-             f"{info['hosts']} hosts x {info['slots']} slots; workflow wall time {walls}",
-             f"{'':<12}{'':>6}{'':>6}{'':>7}{'':>7}{'':>6}{head}",
-             f"{'stage':<12}{'tasks':>6}{'hosts':>6}{'alpha':>7}{'local':>7}{'paper':>6}"
-             + f"{'meas s':>9}{'pred s':>9}{'err %':>6}" * len(runs) + f"{'spread %':>9}"]
-    for r in rows:
-        cells = "".join(f"{_num(x['measured_s']):>9}{_num(x['refined'].get('total_s')):>9}"
-                        f"{_num(_err(x['refined']), '{:+.0f}'):>6}" for x in r["runs"])
-        lines.append(f"{r['stage']:<12}{r['tasks']:>6}{r['hosts']:>6}{_pct(r['alpha']):>7}{_pct(r['alpha_all']):>7}"
-                     f"{_pct(PAPER_ALPHA.get(r['stage'])) if r['stage'] in PAPER_ALPHA else '':>6}{cells}"
-                     f"{_num(r['spread_pct'], '{:.0f}'):>9}")
-    lines.append("pred: the refined model of the other run; alpha, local: locality of run " + runs[0])
-    lines.append(summary_line(rows))
-    return "\n".join(lines)
+    fig = figures(rows)
+    lines = [headline(runs, info),
+             f"{'':<12}{'':>6}{'I/O time, predicted before the runs vs measured':>50}{'baseline':>16}",
+             f"{'stage':<12}{'tasks':>6}{'pred s':>9}{'run1 s':>9}{'run2 s':>9}{'err %':>7}{'spread %':>9}"
+             f"{'':>7}{'pred s':>9}{'err %':>7}"]
+    w = fig["workflow"]
+    whole = {"stage": "workflow", "tasks": sum(r["tasks"] for r in rows), "predicted_s": w.get("predicted_s"),
+             "measured_s": w.get("measured_s", []), "error_pct": w.get("error_pct"), "spread_pct": w.get("spread_pct"),
+             "baseline_s": w.get("baseline_s"), "baseline_error_pct": w.get("baseline_error_pct")}
+    for r in rows + [whole]:
+        ms = list(r["measured_s"]) + [None] * (2 - len(r["measured_s"]))
+        lines.append(f"{r['stage']:<12}{r['tasks']:>6}{_num(r['predicted_s']):>9}{_num(ms[0]):>9}{_num(ms[1]):>9}"
+                     f"{_num(r['error_pct'], '{:+.0f}'):>7}{_num(r['spread_pct'], '{:.0f}'):>9}{'':>7}"
+                     f"{_num(r['baseline_s']):>9}{_num(r['baseline_error_pct'], '{:+.0f}'):>7}")
+    lines.append(f"run1, run2: {runs[0]}, {runs[1]}; err: against their mean; baseline: {runs[0]}'s own model "
+                 f"predicting {runs[1]}, err against {runs[1]}")
+    return "\n".join(lines + summary_lines(fig, runs, info))
+
+
+def _stage_tr(r, e) -> str:
+    paper = PAPER_ALPHA.get(r["stage"])
+    ms = list(r["measured_s"]) + [None] * (2 - len(r["measured_s"]))
+    return (f"<tr><td>{e(r['stage'])}</td><td>{_num(r.get('predicted_tasks'), '{}')}</td><td>{r['tasks']}</td>"
+            f"<td>{_pct(r['alpha'])}</td><td>{_pct(r['alpha_all'])}</td><td>{_pct(paper) if paper else ''}</td>"
+            f"<td>{r['bytes_read'] / 1e6:.2f}</td><td>{r['bytes_written'] / 1e6:.2f}</td>"
+            f"<td>{_num(r['predicted_s'])}</td><td>{_num(ms[0])}</td><td>{_num(ms[1])}</td>"
+            f"<td><b>{_num(r['error_pct'], '{:+.0f}')}</b></td><td>{_num(r['spread_pct'], '{:.0f}')}</td>"
+            f"<td>{_num(r['baseline_s'])}</td><td>{_num(r['baseline_error_pct'], '{:+.0f}')}</td></tr>")
+
+
+def _workflow_tr(w) -> str:
+    if not w["stages"]:
+        return ""
+    return (f"<tr class='total'><td>whole workflow</td><td colspan='7'>I/O time summed over {w['stages']} stages</td>"
+            f"<td>{w['predicted_s']:.3f}</td><td>{w['measured_s'][0]:.3f}</td><td>{w['measured_s'][1]:.3f}</td>"
+            f"<td><b>{_num(w['error_pct'], '{:+.0f}')}</b></td><td>{_num(w['spread_pct'], '{:.0f}')}</td>"
+            f"<td>{_num(w['baseline_s'])}</td><td>{_num(w['baseline_error_pct'], '{:+.0f}')}</td></tr>")
+
+
+def _links(out, runs, e) -> str:
+    links = []
+    for rel, title in ((f"{PREDICTED}/report.html", "mtcpredict report of the prediction made before the runs"),
+                       (f"{PREDICTED}/table.txt", "mtcpredict's table as the terminal showed it before the runs"),
+                       (f"{PREDICTED}/model-at.yaml", "the model instantiated at the target (what was predicted)"),
+                       (f"{VALIDATED}/report.html", "mtcpredict report of the same prediction beside both runs "
+                                                    "(envelope, heatmaps with the stages, parity)"),
+                       (f"{BASELINE}/report.html", f"mtcpredict report: run {runs[1]} from run {runs[0]}'s own model"),
+                       ("profile/index.html", f"mtcprof report of run {runs[0]} (stages, locality, timeline)")):
+        if os.path.exists(os.path.join(out, rel)):
+            links.append(f"<li><a href='{rel}'>{e(title)}</a></li>")
+    return "".join(links)
 
 
 def write(out: str, db: str, runs, info: dict) -> tuple[str, str]:
-    """runs: the two runs; OUT/predict holds the second validated with the first's model, OUT/predict-2 the
-    first with the second's."""
-    loc = locality(db, runs[0])
-    rows = stage_rows(loc, [predictions(out, f) for f in PREDICTIONS])
+    """runs: the two runs of the large sky, in the order they ran (and were validated)."""
+    rows = stage_rows(locality(db, runs[0]), predictions(out, PREDICTED), repeats(out, VALIDATED),
+                      predictions(out, BASELINE))
+    fig = figures(rows)
     e = html.escape
-    trs = []
-    for r in rows:
-        paper = PAPER_ALPHA.get(r["stage"])
-        x2, x1 = r["runs"]
-        trs.append(
-            f"<tr><td>{e(r['stage'])}</td><td>{r['tasks']}</td><td>{r['hosts']}</td>"
-            f"<td>{_pct(r['alpha'])}</td><td>{_pct(r['alpha_all'])}</td><td>{_pct(paper) if paper else ''}</td>"
-            f"<td>{r['bytes_read'] / 1e6:.2f}</td><td>{r['bytes_written'] / 1e6:.2f}</td><td>{r['span_s']:.2f}</td>"
-            f"<td>{_num(x2['measured_s'])}</td><td>{_num(x2['faithful'].get('total_s'))}</td>"
-            f"<td>{_num(_err(x2['faithful']), '{:+.0f}')}</td><td>{_num(x2['refined'].get('total_s'))}</td>"
-            f"<td>{_num(_err(x2['refined']), '{:+.0f}')}</td><td>{_num(x1['measured_s'])}</td>"
-            f"<td>{_num(x1['refined'].get('total_s'))}</td><td>{_num(_err(x1['refined']), '{:+.0f}')}</td>"
-            f"<td>{_num(r['spread_pct'], '{:.0f}')}</td></tr>")
+    small = ", ".join(f"{k} tiles (run <code>{e(r)}</code>)" for r, k in info["small"].items())
+    said = "".join(f"<li>{e(n)}</li>" for n in notes(out, PREDICTED))
     steps = "".join(f"<li>{e(k)}: {v:.1f} s</li>" for k, v in info.get("steps", {}).items())
-    links = []
-    for rel, title in (("predict/report.html", f"mtcpredict report: run {runs[-1]} from the model of run {runs[0]} "
-                                               "(envelope, heatmaps with the stages, parity)"),
-                       ("predict-2/report.html", f"mtcpredict report: run {runs[0]} from the model of run {runs[-1]}"),
-                       ("profile/index.html", "mtcprof report (stages, locality, timeline, busiest files)")):
-        if os.path.exists(os.path.join(out, rel)):
-            links.append(f"<li><a href='{rel}'>{e(title)}</a></li>")
     embeds = "".join(f"<h2>{e(t)}</h2><iframe src='{rel}' style='width:100%;height:900px;border:1px solid #ccc'>"
-                     f"</iframe>" for rel, t in (("predict/report.html", "mtcpredict"), ("profile/index.html", "mtcprof"))
+                     f"</iframe>" for rel, t in ((f"{VALIDATED}/report.html", "mtcpredict"),)
                      if os.path.exists(os.path.join(out, rel)))
     mosaic = ("<img src='mosaic.png' alt='the mosaic' style='max-width:480px;image-rendering:pixelated'>"
               if os.path.exists(os.path.join(out, "mosaic.png")) else "<p>(no mosaic preview)</p>")
+    large = info["large"]
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>mtcio demo: Montage on Gfarm</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1200px}}td,th{{padding:2px 8px;text-align:right}}
-td:first-child,th:first-child{{text-align:left}}table{{border-collapse:collapse}}tr:nth-child(even){{background:#f3f3f3}}</style>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}td,th{{padding:2px 8px;text-align:right}}
+td:first-child,th:first-child{{text-align:left}}table{{border-collapse:collapse}}tr:nth-child(even){{background:#f3f3f3}}
+tr.total{{border-top:2px solid #888;font-weight:bold}}th.group{{text-align:center;border-bottom:1px solid #888}}</style>
 </head><body>
-<h1>Montage 6.0 on a 4-host Gfarm, traced, predicted and validated</h1>
-<p>{e(info['preset'])} preset: {info['tiles']} synthetic tiles, {info['overlaps']} overlaps, {info['hosts']} hosts
-&times; {info['slots']} slots, {e(info.get('runner', RAKE))}.
-The workflow ran twice, runs {', '.join(f"<code>{e(r)}</code>" for r in runs)} in <code>{e(db)}</code>
-(wall time {', '.join(f"{w:.1f} s" for w in info['walls_s'])}).</p>
-<h2>Stages: locality and I/O time, measured vs predicted</h2>
-<p>Each run is predicted from the model <code>mtcprof model</code> wrote from the other run's trace, never from its
-own. α: local share of the bytes of 1-to-1 inputs (files one task of the stage reads; the model's α), in run
-<code>{e(runs[0])}</code>. Local all: every Gfarm byte read, shared inputs included. Paper: the locality measured with
-Pwrake on 8 nodes in Kyo, Tatebe, Tanaka (IPSJ 2014; its mDiffFit is mDiff + mFitplane here). I/O times are the
-stage's I/O time as mtcpredict validates it. Spread: how far the two runs' measured I/O times are apart, (max −
-min) / mean: an error inside it is within the workflow's own noise.</p>
-<p>{e(summary_line(rows))}</p>
-<table><tr><th colspan="9"></th><th colspan="5">run {e(runs[-1])}</th><th colspan="3">run {e(runs[0])}</th><th></th></tr>
-<tr><th>stage</th><th>tasks</th><th>hosts</th><th>α</th><th>local all</th><th>paper</th><th>read MB</th>
-<th>written MB</th><th>span s</th><th>I/O measured s</th><th>faithful s</th><th>error %</th><th>refined s</th>
-<th>error %</th><th>I/O measured s</th><th>refined s</th><th>error %</th><th>spread %</th></tr>
-{''.join(trs)}</table>
-<h2>The mosaic</h2>{mosaic}
-<h2>Reports</h2><ul>{''.join(links)}</ul>
+<h1>Montage 6.0 on a 4-host Gfarm: traced small, predicted large, then run</h1>
+<p>{e(info['preset'])} preset, {info['hosts']} hosts &times; {info['slots']} slots, {e(info.get('runner', RAKE))}.
+Traced {small}; <code>mtcprof model --size</code> fitted how every stage grows with the tiles; <code>mtcpredict
+--at size={large} hosts={info['hosts']} procs={info['slots']} --tasks-from</code> (the {large}-tile workflow's
+<code>rake -P</code>) predicted {large} tiles ({info['overlaps'].get(large, '?')} overlaps): its output
+(<code>{PREDICTED}/prediction.json</code>) was written at t = {info['predicted_at_s']:.1f} s of the demo, before the
+first {large}-tile run was launched at t = {info['launched_at_s']:.1f} s. Then {large} tiles ran twice, runs
+{' and '.join(f"<code>{e(r)}</code>" for r in runs)} (wall time {_walls(info, runs)}) in <code>{e(db)}</code>.</p>
+<ul>{''.join(f"<li><b>{e(line)}</b></li>" for line in summary_lines(fig, runs, info))}</ul>
+<h2>Stages at {large} tiles: I/O time predicted before the runs vs measured in both</h2>
+<p>Predicted: the refined model's I/O time of the stage (its busiest slot), from the fitted model. Run 1, run 2:
+the stage's I/O time as mtcpredict <code>--validate</code> measures it in each run. Error: against the two runs'
+mean. Spread: how far the two runs are apart, (max − min) / mean: an error inside it is within the workflow's own
+noise. Baseline: run <code>{e(runs[0])}</code>'s own model (same configuration, traced) predicting run
+<code>{e(runs[1])}</code>, error against that run. α: local share of the bytes of 1-to-1 inputs in run
+<code>{e(runs[0])}</code>; local all: every Gfarm byte read, shared inputs included; paper: Kyo, Tatebe, Tanaka
+(IPSJ 2014; Pwrake on 8 nodes; its mDiffFit is mDiff + mFitplane here).</p>
+<table><tr><th></th><th colspan="2" class="group">tasks</th><th colspan="5" class="group">run {e(runs[0])}</th>
+<th colspan="5" class="group">I/O time: predicted from {e(' and '.join(map(str, info['small'].values())))} tiles
+vs measured</th><th colspan="2" class="group">baseline</th></tr>
+<tr><th>stage</th><th>predicted</th><th>run</th><th>α</th><th>local all</th><th>paper</th><th>read MB</th>
+<th>written MB</th><th>predicted s</th><th>run 1 s</th><th>run 2 s</th><th>error %</th><th>spread %</th>
+<th>predicted s</th><th>error %</th></tr>
+{''.join(_stage_tr(r, e) for r in rows)}{_workflow_tr(fig['workflow'])}</table>
+<h3>What the prediction assumed</h3><ul>{said or '<li>(no notes)</li>'}</ul>
+<h2>The mosaic ({large} tiles, run {e(runs[0])})</h2>{mosaic}
+<h2>Reports</h2><ul>{_links(out, runs, e)}</ul>
 <h2>Steps</h2><ul>{steps}</ul>
 {embeds}
 </body></html>

@@ -1,6 +1,6 @@
-"""`make demo` (montage_example/demo.py), the README's first command, end to end on a real testbed: the tiny sky,
-the demo's own sweep, Montage twice under rake, each run predicted from the other's model, the page, the testbed
-down after. ~3 minutes, most of it the envelope sweep."""
+"""`make demo` (montage_example/demo.py), the README's first command, end to end on a real testbed: the tiny
+preset's skies (4 and 9 tiles traced, 16 predicted before it runs, then run twice), the demo's own sweep, Montage
+under rake, the page, the testbed down after. ~4 minutes, most of it the envelope sweep."""
 import json
 import os
 import sqlite3
@@ -13,11 +13,17 @@ pytestmark = pytest.mark.testbed   # brings a testbed up and tears it down
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = [sys.executable, os.path.join(REPO, "montage_example", "demo.py")]
-RUNS = ("montage-demo", "montage-demo-2")
-# the tiny preset: 4 tiles, 6 overlaps
-TASKS = {"mImgtbl-raw": 1, "mMakeHdr": 1, "mProjectPP": 4, "mImgtbl-proj": 1, "mOverlaps": 1, "mDiff": 6,
-         "mFitplane": 6, "concatFit": 1, "mBgModel": 1, "mBackground": 4, "mImgtbl-corr": 1, "mAdd": 1,
-         "mShrink": 1, "mViewer": 1}
+# the tiny preset: tiles -> overlaps of its square grids (4n - 6 sqrt(n) + 2)
+OVERLAPS = {4: 6, 9: 20, 16: 42}
+RUNS = {"montage-4": 4, "montage-9": 9, "montage-16": 16, "montage-16-2": 16}
+LARGE = ("montage-16", "montage-16-2")
+
+
+def tasks(tiles):
+    n = OVERLAPS[tiles]
+    return {"mImgtbl-raw": 1, "mMakeHdr": 1, "mProjectPP": tiles, "mImgtbl-proj": 1, "mOverlaps": 1, "mDiff": n,
+            "mFitplane": n, "concatFit": 1, "mBgModel": 1, "mBackground": tiles, "mImgtbl-corr": 1, "mAdd": 1,
+            "mShrink": 1, "mViewer": 1}
 
 
 def _demo(out, timeout=900):
@@ -31,35 +37,72 @@ def _netns():
     return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
 
 
+def _json(path):
+    return json.loads(path.read_text())
+
+
 def test_demo_end_to_end(bare_machine, tmp_path):
     out = tmp_path / "demo"
     r = _demo(out)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    steps = [l for l in r.stdout.splitlines() if l.startswith("[") and "/10] " in l]
-    assert len(steps) == 10 and steps[-1].startswith("[10/10] testbed down")
+    steps = [l for l in r.stdout.splitlines() if l.startswith("[") and "/13] " in l]
+    assert len(steps) == 13 and steps[-1].startswith("[13/13] testbed down")
+    # predicted (step 8) before either 16-tile run (steps 9, 10)
+    assert steps[7].startswith("[8/13] rake -P at 16 tiles, mtcpredict --at size=16: predicted before it runs")
+    assert [s.split("  (t =")[0] for s in steps[8:10]] == [
+        f"[{i}/13] Montage at 16 tiles, run {run}, under rake with the mtcio plugin and placement"
+        for i, run in ((9, LARGE[0]), (10, LARGE[1]))]
     assert not [n for n in _netns() if n.startswith("mtc-")]            # torn down
-    assert "  4 tiles of " in r.stdout and ", 6 overlaps planned" in r.stdout
+    for k, n in OVERLAPS.items():
+        assert f"  {k} tiles of " in r.stdout and f", {n} overlaps planned" in r.stdout
 
     with sqlite3.connect(out / "mtc.db") as db:
-        for run in RUNS:
+        for run, k in RUNS.items():
             got = dict(db.execute("SELECT stage, COUNT(*) FROM tasks JOIN runs ON runs.id = tasks.run_id "
                                   "WHERE runs.name = ? GROUP BY stage", (run,)).fetchall())
-            assert got == TASKS, run
-    # each run validated against the other run's model, never its own
-    for folder, validated in (("predict", RUNS[1]), ("predict-2", RUNS[0])):
-        res = json.loads((out / folder / "prediction.json").read_text())
-        assert res["validated_runs"] == [validated]
-        refined = {p["stage"]: p for p in res["predictions"] if p["variant"] == "refined"}
-        assert set(refined) == set(TASKS)
-        assert all(p["measured_s"] > 0 and p["total_s"] > 0 for p in refined.values())
+            assert got == tasks(k), run
+        first_start = db.execute("SELECT MIN(start_ns) FROM tasks JOIN runs ON runs.id = tasks.run_id WHERE "
+                                 "runs.name IN (?, ?)", LARGE).fetchone()[0] / 1e9
+    graph = (out / "graph-16.txt").read_text().splitlines()
+    assert len([l for l in graph if l[:1] not in " \t"]) == sum(tasks(16).values()) + 1     # + rake's default
+
+    # the prediction, on disk before any 16-tile task started, knew no measurement
+    pred_path = out / "predicted" / "prediction.json"
+    assert os.path.getmtime(pred_path) < first_start
+    pred = _json(pred_path)
+    assert pred["validated_runs"] == [] and pred["measured"] == {}
+    assert {k: pred["at"][k] for k in ("size", "hosts", "procs")} == {"size": 16, "hosts": 4, "procs": 2}
+    predicted = {p["stage"]: p for p in pred["predictions"]}
+    assert {st: p["N"] for st, p in predicted.items()} == tasks(16)
+    assert all(p["total_s"] > 0 for p in predicted.values())
+    assert "mDiff" in (out / "predicted" / "table.txt").read_text()
+
+    # the same prediction validated against both runs; the baseline: the first run's own model -> the second
+    val = _json(out / "validated" / "prediction.json")
+    assert val["validated_runs"] == list(LARGE)
+    assert {p["stage"]: p["total_s"] for p in val["predictions"]} == {st: p["total_s"] for st, p in predicted.items()}
+    reps = {st: m["repeats"] for st, m in val["measured"].items()}
+    assert set(reps) == set(tasks(16)) and all(len(x) == 2 and min(x) > 0 for x in reps.values())
+    base = _json(out / "baseline" / "prediction.json")
+    assert base["validated_runs"] == [LARGE[1]] and "at" not in base
+    assert f"\nrun: {LARGE[0]}\n" in (out / "baseline.yaml").read_text()
+    baseline = {p["stage"]: p["total_s"] for p in base["predictions"]}
 
     summary = r.stdout[r.stdout.index("Montage tiny preset"):]
-    rows = {l.split()[0]: l.split() for l in summary.splitlines() if l.split() and l.split()[0] in TASKS}
-    assert set(rows) == set(TASKS)
-    assert all(int(rows[s][1]) == n for s, n in TASKS.items())
-    assert "|error| over 28 stage-runs median" in summary and "differ by median" in summary
+    rows = {l.split()[0]: l.split() for l in summary.splitlines() if l.split() and l.split()[0] in tasks(16)}
+    assert set(rows) == set(tasks(16))
+    for st, n in tasks(16).items():
+        assert rows[st][1:5] == [str(n), f"{predicted[st]['total_s']:.3f}", f"{reps[st][0]:.3f}",
+                                 f"{reps[st][1]:.3f}"], st
+        assert rows[st][7] == f"{baseline[st]:.3f}", st
+    total = sum(p["total_s"] for p in predicted.values())
+    assert (f"whole workflow, I/O time summed over 14 stages: predicted {total:.2f} s, measured "
+            f"{sum(x[0] for x in reps.values()):.2f} s and {sum(x[1] for x in reps.values()):.2f} s") in summary
+    assert "per-stage |error| median " in summary and " over 14 stages, against the mean of the two runs" in summary
+    assert f"same-configuration baseline (run {LARGE[0]}'s own model -> run {LARGE[1]}): per-stage" in summary
     page = (out / "index.html").read_text()
-    assert all(f"run {run}" in page for run in RUNS) and page.count("<tr><td>") == len(TASKS)
+    assert page.count("<tr><td>") == len(tasks(16)) and page.count("<td>whole workflow</td>") == 1
+    assert all(f"<code>{run}</code>" in page for run in RUNS)
     assert (out / "mosaic.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
