@@ -47,6 +47,19 @@ SWEEP = ["--sizes", "4k,12k,16k,64k,128k,256k,512k,1m", "--procs", "1,2", "--hos
 ENVELOPE, SMALL_CALLS, WARM, MANY, LOADED, APART = ("bed4", "bed4-8k", "bed4-warm", "bed4-many", "bed4-8k-hogs1",
                                                   "bed4-8k-apart200")
 ENVELOPES = (ENVELOPE, SMALL_CALLS, WARM, MANY, LOADED, APART)
+
+
+def sweeps(host_counts: str = "1,4") -> list[tuple[str, list[str]]]:
+    """(envelope name, `mtcenvelope measure` options) of each quick sweep above, on these host counts (the scale
+    benchmark measures them on every host count of its targets)."""
+    base = [x if x != "1,4" else host_counts for x in SWEEP]
+    return [(ENVELOPE, base),
+            (SMALL_CALLS, [*base, "--block", "8k", "--metrics", "TL,BL," + READS]),
+            (WARM, [*base, "--drop-caches", "off", "--metrics", READS]),
+            (MANY, ["--sizes", "4k,12k,16k,64k,128k", *base[2:-2], "--ops-per-proc", "16", "--metrics",
+                    "TL,BL," + READS]),
+            (LOADED, [*base, "--block", "8k", "--metrics", "TL,BL,T1L,B1L", "--hogs-per-host", "1"]),
+            (APART, [*base, "--block", "8k", "--metrics", "TL,BL", "--call-gap-us", "200"])]
 # per preset (its tile size): the two small skies traced, in tiles, and the larger one predicted before it runs
 SKIES = {"tiny": (4, 9, 16), "demo": (4, 9, 25), "paper": (4, 9, 16)}
 STEPS = 13
@@ -114,18 +127,9 @@ class Demo:
 
     def sweep(self):
         # progress goes straight to the terminal
-        measure = [os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name"]
-        sh(measure + [ENVELOPE, *SWEEP], "mtcenvelope measure", capture=False)
-        sh(measure + [SMALL_CALLS, *SWEEP, "--block", "8k", "--metrics", "TL,BL," + READS],
-           "mtcenvelope measure --block 8k", capture=False)
-        sh(measure + [WARM, *SWEEP, "--drop-caches", "off", "--metrics", READS],
-           "mtcenvelope measure --drop-caches off", capture=False)
-        sh(measure + [MANY, "--sizes", "4k,12k,16k,64k,128k", *SWEEP[2:-2], "--ops-per-proc", "16",
-                      "--metrics", "TL,BL," + READS], "mtcenvelope measure --ops-per-proc 16", capture=False)
-        sh(measure + [LOADED, *SWEEP, "--block", "8k", "--metrics", "TL,BL,T1L,B1L", "--hogs-per-host", "1"],
-           "mtcenvelope measure --hogs-per-host 1", capture=False)
-        sh(measure + [APART, *SWEEP, "--block", "8k", "--metrics", "TL,BL", "--call-gap-us", "200"],
-           "mtcenvelope measure --call-gap-us 200", capture=False)
+        for name, opts in sweeps():
+            sh([os.path.join(BIN, "mtcenvelope"), "measure", "--db", self.db, "--name", name, *opts],
+               f"mtcenvelope measure ({name})", capture=False)
 
     def skies(self):
         self.srcs, self.overlaps = {}, {}

@@ -25,19 +25,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from montage_example import bench, prepare  # noqa: E402
+from montage_example import bench, demo, prepare  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 SLOTS = 2
-# the demo's quick sweeps (montage_example/demo.py), on every host count of the targets
-SWEEP = ["--sizes", "4k,12k,16k,64k,128k,256k,512k,1m", "--procs", "1,2", "--host-counts", "1,2,3,4",
-         "--repeat", "1", "--precision", "0", "--time-budget", "0", "--ops-per-proc", "1", "--quiet"]
-READS = "T1L,B1L,T1R,B1R,TN,BN"
-ENVELOPES = [("bed4", []), ("bed4-8k", ["--block", "8k", "--metrics", "TL,BL," + READS]),
-             ("bed4-warm", ["--drop-caches", "off", "--metrics", READS]),
-             ("bed4-many", ["--ops-per-proc", "16", "--sizes", "4k,12k,16k,64k,128k", "--metrics", "TL,BL," + READS]),
-             ("bed4-8k-hogs1", ["--block", "8k", "--metrics", "TL,BL,T1L,B1L", "--hogs-per-host", "1"]),
-             ("bed4-8k-apart200", ["--block", "8k", "--metrics", "TL,BL", "--call-gap-us", "200"])]
+HOST_COUNTS = "1,2,3,4"     # the demo's quick sweeps (montage_example/demo.py), on every host count of the targets
 
 
 def sh(*argv, **kw):
@@ -53,17 +45,13 @@ def p90(xs):
 
 
 def envelope_args(db):
-    return [x for name, _ in ENVELOPES for x in ("--envelope", f"{db}:{name}")]
+    return [x for name, _ in demo.sweeps() for x in ("--envelope", f"{db}:{name}")]
 
 
 def sweep(db):
-    for name, extra in ENVELOPES:
-        args = list(SWEEP)
-        if "--sizes" in extra:            # the sweep's own sizes replace the default ones
-            i = args.index("--sizes")
-            del args[i:i + 2]
+    for name, opts in demo.sweeps(HOST_COUNTS):
         t = time.monotonic()
-        sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", name, *args, *extra)
+        sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", name, *opts, "--quiet")
         print(f"envelope {name}: {time.monotonic() - t:.0f} s", flush=True)
 
 
