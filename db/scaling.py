@@ -25,7 +25,9 @@ reference run (the largest) traced it. db/README.md lists every field's rule.
 """
 from __future__ import annotations
 
+import collections
 import math
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -61,12 +63,10 @@ class RunShape:
 def _root(tf) -> str:
     """The workflow's folder in the traced file names: most tasks are named after a file they write (Rake's file
     tasks), so a written path ending in '/' + task name gives it; else the common folder of every file."""
-    import collections
     roots = collections.Counter(k[:-len(t)] for t, k in zip(tf["task"], tf["key"])
                                 if isinstance(t, str) and t and isinstance(k, str) and k.endswith("/" + t))
     if roots:
         return roots.most_common(1)[0][0]
-    import os
     keys = [k for k in tf["key"] if isinstance(k, str)]
     return os.path.commonpath(keys).rstrip("/") + "/" if keys else ""
 
