@@ -100,3 +100,19 @@ def bare_machine(bed_manager):
     bed_manager.release()
     yield
     bed_manager.release()
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """mount(opts) -> a tmpfs mounted with those options under tmp_path (root only), unmounted after the test."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mounted = []
+
+    def mount(opts):
+        subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)], check=True)
+        mounted.append(mnt)
+        return mnt
+    yield mount
+    for m in mounted:
+        subprocess.run(["umount", str(m)], check=False)

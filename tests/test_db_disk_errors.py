@@ -17,21 +17,6 @@ FULL = "the disk is full (no space left on the file system that holds it); free 
 RO = "is on a read-only file system; write to a database (or folder) on a writable one"
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    mounted = []
-
-    def mount(opts):
-        subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)], check=True)
-        mounted.append(mnt)
-        return mnt
-    yield mount
-    for m in mounted:
-        subprocess.run(["umount", str(m)], check=False)
-
-
 def mtcprof(*args):
     return subprocess.run(MTCPROF + [str(a) for a in args], capture_output=True, text=True)
 

@@ -1,6 +1,5 @@
 """A bad log folder never changes the program: it runs untraced with exactly one warning on stderr."""
 import os
-import subprocess
 
 import pytest
 
@@ -18,21 +17,6 @@ def test_log_dir_is_a_file(tmp_path):
     (tmp_path / "afile").write_text("x")
     check_untraced(tmp_path, tmp_path / "afile")
     assert (tmp_path / "afile").read_text() == "x"
-
-
-@pytest.fixture
-def tmpfs(tmp_path):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    mounted = []
-
-    def mount(opts):
-        subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)], check=True)
-        mounted.append(mnt)
-        return mnt
-    yield mount
-    for m in mounted:
-        subprocess.run(["umount", str(m)], check=False)
 
 
 @root_only
