@@ -389,6 +389,23 @@ def add_prediction(conn: sqlite3.Connection, *, stage: str, variant: str, predic
     return cur.lastrowid
 
 
+def drop_prediction(conn: sqlite3.Connection, run: str, stage: str, variant: str, envelope: str) -> None:
+    """Delete run `run`'s prediction of `stage` by `variant` made with `envelope` (its origin, as inputs holds it):
+    a prediction made again replaces the earlier one.  The caller holds the transaction."""
+    conn.execute("DELETE FROM predictions WHERE run_id = (SELECT id FROM runs WHERE name = ?) AND stage = ? AND "
+                 "variant = ? AND json_extract(inputs, '$.envelope') = json_extract(?, '$')",
+                 (db_text(run), db_text(stage), variant, json.dumps(envelope)))
+
+
+def validated_predictions(conn: sqlite3.Connection, variant: str) -> list[tuple]:
+    """(run name, stage, C, inputs JSON, predicted_s, measured_s) of every `variant` prediction with a
+    validation, both times positive."""
+    return conn.execute(
+        "SELECT r.name, p.stage, p.C, p.inputs, p.predicted_s, v.measured_s FROM predictions p "
+        "JOIN validations v ON v.prediction_id = p.id JOIN runs r ON r.id = p.run_id "
+        "WHERE p.variant = ? AND v.measured_s > 0 AND p.predicted_s > 0", (variant,)).fetchall()
+
+
 def add_validation(conn: sqlite3.Connection, prediction_id: int, measured_s: float, *,
                    source: str | None = None) -> int:
     with conn:

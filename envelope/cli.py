@@ -378,15 +378,13 @@ def _look(a) -> dict | None:
 
 def _swung(db, run) -> str | None:
     """A line when a tenth or more of the run's op-rate points of 5+ repeats swung > 2x between their quartiles."""
-    import sqlite3
+    from mtcio.db import envelope_rows
 
     from .stats import SWUNG_SHARE, swung
     ops = [m for m, unit in METRICS.items() if unit == "ops/s"]
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = envelope_rows.open_readonly(db)
     try:
-        rows = conn.execute("SELECT p.metric, p.file_size, p.hosts, p.procs_per_host, p.value FROM envelope_points p "
-                            "JOIN runs r ON r.id = p.run_id WHERE r.name = ? AND p.ok = 1 AND p.value > 0 AND "
-                            f"p.metric IN ({', '.join('?' * len(ops))})", (run, *ops)).fetchall()
+        rows = envelope_rows.ok_values(conn, run, ops)
     finally:
         conn.close()
     cells: dict = {}

@@ -61,6 +61,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
+from mtcio.db import envelope_rows
+
 from . import engine as eng
 from .agent import Agent, AgentError, Result, run_many
 from .points import KiB, MiB, METRICS, ParseError, Point
@@ -1051,17 +1053,15 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
     if not os.path.exists(target.engine) and target.same_kernel:
         raise MeasureError(f"engine {target.engine} not found (make -C envelope/engine)")
     conn = dbstore.connect(db)
-    row = conn.execute("SELECT kind FROM runs WHERE name = ?", (name,)).fetchone()
+    kind = envelope_rows.kind_of(conn, name)
     repeat_base = 0
-    if row is not None:
+    if kind is not None:
         if not append:
             raise MeasureError(f"run {name!r} already exists in {db}; pick another --name or "
                                "give --append")
-        if row[0] != "envelope":
-            raise MeasureError(f"run {name!r} is a {row[0]} run, not an envelope run")
-        mx = conn.execute("SELECT MAX(repeat) FROM envelope_points p JOIN runs r ON "
-                          "r.id = p.run_id WHERE r.name = ?", (name,)).fetchone()[0]
-        repeat_base = 0 if mx is None else mx + 1
+        if kind != "envelope":
+            raise MeasureError(f"run {name!r} is a {kind} run, not an envelope run")
+        repeat_base = envelope_rows.next_repeat(conn, name)
     meta = {"tool": "native", "hosts": target.hosts, "host_counts": hcs,
             "sizes": sweep.sizes, "procs_per_host": sweep.procs, "repeat": sweep.repeat,
             "metrics": sweep.metrics, "backend": target.backend, "launcher": target.launcher_doc,
@@ -1075,7 +1075,7 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "call_gap_us": sweep.call_gap_us, "young": sweep.young, "idle_ms": sweep.idle_ms}
     if machine is not None:
         meta["machine_before"] = machine
-    if row is not None:
+    if kind is not None:
         set_status(conn, name, "running")
 
     def store_fn(points):
@@ -1083,13 +1083,7 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
 
     def annotate_fn(metrics, size, ppn, h, rep_lo, rep_hi, precision):
         """The point's precision into the config of each of its repeats."""
-        with conn:
-            conn.execute(
-                "UPDATE envelope_points SET config = json_set(config, '$.precision', json(?)) "
-                "WHERE run_id = (SELECT id FROM runs WHERE name = ?) AND metric IN (%s) AND "
-                "file_size = ? AND procs_per_host = ? AND hosts = ? AND repeat BETWEEN ? AND ?"
-                % ",".join("?" * len(metrics)),
-                (json.dumps(precision), name, *metrics, size, ppn, h, rep_lo, rep_hi))
+        envelope_rows.set_precision(conn, name, metrics, size, ppn, h, rep_lo, rep_hi, precision)
 
     steps = plan(sweep, len(target.hosts))
     prog = Progress(steps, stream=stream, enabled=progress)
@@ -1126,14 +1120,11 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
 def set_status(conn, name: str, status: str) -> None:
     """Mark run ``name`` complete | interrupted | failed (stopped by an error) | running in
     its meta (list and export show it); nothing when the run has no point yet."""
-    row = conn.execute("SELECT meta FROM runs WHERE name = ?", (name,)).fetchone()
-    if row is None:
+    meta = envelope_rows.meta_of(conn, name)
+    if meta is None:
         return
-    meta = json.loads(row[0]) if row[0] else {}
     meta["status"] = status
-    with conn:
-        conn.execute("UPDATE runs SET meta = ? WHERE name = ?", (json.dumps(meta, sort_keys=True),
-                                                                name))
+    envelope_rows.set_meta(conn, name, meta)
 
 
 def _sigterm(signum, frame):

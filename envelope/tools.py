@@ -60,6 +60,7 @@ def _run(argv: list[str], timeout: float) -> tuple[int | None, str, str]:
 def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: bool = False,
                       mpi_launcher: str = "mpirun -np {nprocs}", progress: bool = True
                       ) -> dict[str, Any]:
+    from mtcio.db import envelope_rows
     from mtcio.db import store as dbstore
     from .agent import Agent
     from .measure import KIND_METRICS, MeasureError, Progress, Step
@@ -67,7 +68,7 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
     drv = require(tool)
     version = drv.version()
     conn = dbstore.connect(db)
-    if conn.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone() and not append:
+    if envelope_rows.kind_of(conn, name) is not None and not append:
         conn.close()
         raise MeasureError(f"run {name!r} already exists in {db}; pick another --name or --append")
     meta = {"tool": tool, "tool_version": version, "hosts": target.hosts,

@@ -477,10 +477,7 @@ def _store(spec, result, measured, runs, env):
             # names go to the db as the store keeps them (db_text: a non-UTF-8 name is a BLOB of its bytes); the
             # envelope is compared as inputs holds it, a JSON string, decoded by SQLite on both sides
             with conn:   # a prediction made again replaces the earlier one (same run, stage, variant, envelope)
-                conn.execute("DELETE FROM predictions WHERE run_id = (SELECT id FROM runs WHERE name = ?) AND "
-                             "stage = ? AND variant = ? AND json_extract(inputs, '$.envelope') = json_extract(?, '$')",
-                             (store.db_text(runs[0]), store.db_text(d["stage"]), d["variant"],
-                              json.dumps(env.origin)))
+                store.drop_prediction(conn, runs[0], d["stage"], d["variant"], env.origin)
             pid = store.add_prediction(
                 conn, stage=d["stage"], variant=d["variant"], predicted_s=d["total_s"], run=runs[0],
                 envelope_run=env_run, N=d["N"], C=d["C"], D=d["D"], D_N=d["D_N"], alpha=d["alpha"],
