@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from mtcio.db import store
-from mtcio.db.ingest import _host_match
+from mtcio.db.gfarm import host_match
 from mtcio.db import logformat as _lf
 from mtcio.db.logformat import HIST_BINS, HIST_EDGES, NBINS, OPS
 
@@ -239,7 +239,7 @@ class Store:
             if s is None:
                 s = cache[r] = tuple(self._names(json.loads(r)))
             reps.append(list(s))
-            local.append(_host_match(h or "", s))
+            local.append(host_match(h or "", s))
         df["replica_hosts"] = reps
         df["local"] = pd.array(local, dtype="boolean")
         df = df.drop(columns=["replicas"])

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mtcio.db import fastlog
+from mtcio.db.gfarm import host_match, parse_gfwhere
 from mtcio.db import logformat as lf
 from mtcio.db import store, write_errors
 from mtcio.db.store import db_text, readable, text_of
@@ -405,28 +406,6 @@ def default_gfwhere_cmd() -> list[str] | None:
     return None
 
 
-def parse_gfwhere(out: str, paths: list[str]) -> dict:
-    """gfwhere's stdout for `paths` -> {path: [hosts]}.  One path: a bare host list; several: `path:` blocks."""
-    res = {}
-    if len(paths) == 1:
-        hosts = out.split()
-        if hosts:
-            res[paths[0]] = sorted(hosts)
-        return res
-    wanted = set(paths)
-    cur = None
-    for line in out.splitlines():
-        s = line.strip()
-        if not s:
-            continue
-        if not line[:1].isspace() and s.endswith(":") and s[:-1] in wanted:
-            cur = s[:-1]
-            res[cur] = []
-        elif cur is not None:
-            res[cur].extend(s.split())
-    return {k: sorted(set(v)) for k, v in res.items()}
-
-
 def resolve_replicas(paths: list[str], cmd: list[str], timeout: float = 300.0, warn=None) -> tuple[dict, dict]:
     """Replica hosts of Gfarm paths with batched gfwhere calls -> ({path: [hosts]}, {path: error})."""
     found, errors = {}, {}
@@ -500,13 +479,6 @@ def fill_replicas(conn, run_id: int, cmd: list[str] | None, warn) -> int:
     return len(found)
 
 
-def _host_match(host: str, replicas) -> bool:
-    if host in replicas:
-        return True
-    short = host.split(".")[0]
-    return any(r.split(".")[0] == short for r in replicas)
-
-
 def fill_task_io(conn, run_id: int) -> None:
     """Per-task byte/file counts, read locality (all reads) and write placement from file_access + files."""
     hosts = {r[0]: text_of(r[1]) for r in conn.execute("SELECT id, name FROM hosts")}
@@ -540,7 +512,7 @@ def fill_task_io(conn, run_id: int) -> None:
         r = rep_cache.get(reps)
         if r is None:
             r = rep_cache[reps] = frozenset(json.loads(reps))
-        local = _host_match(task_host.get(tid) or "", r)
+        local = host_match(task_host.get(tid) or "", r)
         if br > 0 or nr > 0:
             if local:
                 a[4] += br

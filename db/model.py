@@ -16,6 +16,7 @@ import sys
 import numpy as np
 
 from mtcio.db import overlap, store
+from mtcio.db.gfarm import READAHEAD
 from mtcio.db.api import META_COLS, Store
 from mtcio.db.workflow_model import (Dist, Measured, Metadata, Read, Shared, Stage, StageEnvelope, Workflow, Write,
                                      from_dict, to_dict)
@@ -135,7 +136,6 @@ def _sys_calls(df, nbytes: str, calls: str):
     return np.where(small, np.minimum(n, merged), n)
 
 
-READAHEAD = 128 * 1024   # what one read call of a FUSE mount fetches at least (Linux's default window)
 
 
 def _compute_per_call(t, f) -> float | None:

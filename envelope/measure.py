@@ -62,6 +62,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from mtcio.db import envelope_rows
+from mtcio.db.gfarm import parse_gfwhere, short_host
 
 from . import engine as eng
 from .agent import Agent, AgentError, Result, run_many
@@ -332,35 +333,6 @@ def fmt_t(s: float) -> str:
         return "?"
     s = int(round(s))
     return f"{s // 60}:{s % 60:02d}"
-
-
-# --------------------------------------------------------------------------------- gfwhere
-def parse_gfwhere(text: str, paths: Sequence[str]) -> dict[str, list[str]]:
-    """{path: sorted replica hosts} from `gfwhere P1 P2 ...` (blocks 'P:' + hosts); with
-    one path gfwhere prints the hosts only."""
-    out: dict[str, list[str]] = {}
-    if len(paths) == 1:
-        toks = [t for ln in text.splitlines() if not ln.rstrip().endswith(":")
-                for t in ln.split()]
-        if toks:
-            out[paths[0]] = sorted(toks)
-        return out
-    cur = None
-    want = set(paths)
-    for ln in text.splitlines():
-        s = ln.strip()
-        if not s:
-            continue
-        if s.endswith(":") and s[:-1] in want:
-            cur = s[:-1]
-            out[cur] = []
-        elif cur is not None:
-            out[cur] += s.split()
-    return {p: sorted(h) for p, h in out.items()}
-
-
-def short(host: str) -> str:
-    return host.split(".", 1)[0]
 
 
 # --------------------------------------------------------------------------------- runner
@@ -673,7 +645,7 @@ class Measurer:
         else:
             reps, werr = self.where([p])
             state["replicas"] = reps.get(p, [])
-            if [short(x) for x in state["replicas"]] != [short(writer)]:
+            if [short_host(x) for x in state["replicas"]] != [short_host(writer)]:
                 state["error"] = (f"shared file {p} has replicas {state['replicas']}, expected "
                                   f"only {writer}" + (f" ({werr})" if werr else ""))
             else:
@@ -695,7 +667,7 @@ class Measurer:
             return []
         reps, werr = self.where([p for ps in expected.values() for p in ps])
         wrong = [(p, reps.get(p)) for h, ps in expected.items() for p in ps
-                 if [short(x) for x in reps.get(p, [])] != [short(h)]]
+                 if [short_host(x) for x in reps.get(p, [])] != [short_host(h)]]
         nfiles = sum(len(v) for v in expected.values())
         placement = {"check": "gfwhere after the run", "files": nfiles,
                      "on_writer_host_only": nfiles - len(wrong)}
@@ -756,9 +728,9 @@ class Measurer:
         bad = []
         for reader, owner in src.items():
             for p in state["expected"][owner]:
-                rs = [short(x) for x in state["replicas"].get(p, [])]
-                good = rs == [short(reader)] if st.kind == "local" else \
-                    (rs and short(reader) not in rs)
+                rs = [short_host(x) for x in state["replicas"].get(p, [])]
+                good = rs == [short_host(reader)] if st.kind == "local" else \
+                    (rs and short_host(reader) not in rs)
                 if not good:
                     bad.append(f"{p} on {rs} read by {reader}")
         nfiles = sum(len(state["expected"][o]) for o in src.values())
@@ -799,8 +771,8 @@ class Measurer:
         start = min((x.t_start_ns for r in runs for x in r.records), default=None)
         expected = state["expected"]
         reps, werr = self.where([p for ps in expected.values() for p in ps])
-        bad = [f"{p} on {[short(x) for x in reps.get(p, [])]} read by {h}" for h, ps in expected.items() for p in ps
-               if [short(x) for x in reps.get(p, [])] != [short(h)]]
+        bad = [f"{p} on {[short_host(x) for x in reps.get(p, [])]} read by {h}" for h, ps in expected.items() for p in ps
+               if [short_host(x) for x in reps.get(p, [])] != [short_host(h)]]
         nfiles = sum(len(v) for v in expected.values())
         cfg = {**cfg, "cache": {"mode": "kept", "why": "young reads: files written on the reader's host just before"},
                "placement": {"kind": "1-to-1 local", "check": "gfwhere after the read", "files": nfiles,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mtcio.db.gfarm import READAHEAD
+
 from . import formulas
 from .surface import BANDWIDTH_OF, SIZELESS, THROUGHPUT_OF, EnvelopeSurface, fmt_size
 
@@ -339,7 +341,6 @@ def _later_ops(stage, surface, env, ops, reopen, on, warm_envs=None) -> dict:
     return out
 
 
-READAHEAD = 128 * 1024   # what a read after open fetches at least on a FUSE mount (Linux's default window)
 
 
 def _per_open(x, opens):
