@@ -575,7 +575,7 @@ class Measurer:
         elif runs:
             cfg = _first_op_share(runs, cfg)
         if err and not runs:
-            pts = _failed(metric, size, step.ppn, step.h, rep, err, cfg)
+            pts = failed_points(metric, size, step.ppn, step.h, rep, err, cfg)
         else:
             pts = eng.points_from_runs(metric, runs, file_size=size, procs_per_host=step.ppn,
                                        hosts=step.h, repeat=rep, config=cfg)
@@ -984,7 +984,8 @@ def _first_op_share(runs, cfg):
     return {**cfg, "first_op_share": round(first / total, 4)}
 
 
-def _failed(metric, size, ppn, h, rep, err, cfg) -> list[Point]:
+def failed_points(metric, size, ppn, h, rep, err, cfg) -> list[Point]:
+    """A failed point for every metric measured together with `metric` (the tool drivers' failures too)."""
     return [Point.failed(m, size, ppn, h, rep, "native", err, eng_version(), cfg)
             for m in eng.measured_together(metric)]
 

@@ -135,11 +135,11 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
             except (ParseError, ValueError) as e:
                 err = str(e)
             if err:
-                from .measure import _failed
+                from .measure import failed_points
                 pts = [Point.failed(p.metric, p.file_size, p.procs_per_host, p.hosts, p.repeat,
                                     tool, err, version, cfg)
                        for r in range(sweep.repeat)
-                       for p in _failed(metric, size, ppn, h, r, err, cfg)]
+                       for p in failed_points(metric, size, ppn, h, r, err, cfg)]
             pts = [p for p in pts if p.metric in sweep.metrics]
             if pts:
                 dbstore.add_envelope_points(conn, name, pts, meta=meta)
