@@ -19,7 +19,7 @@ For each host count h, file size S, processes per host P and repeat r (DESIGN.md
 * young (``--young``): T1L/B1L alone, read at once after the write run (no check, no cache drop in
   between; the replicas checked after the read): files another process wrote on the reader's host
   ~0.2 s before, within FUSE's entry and attribute timeouts (1 s by default), as Montage's
-  mFitplane reads mDiff's output ~0.1 s after it (montage_example/RESULTS.md: checked alone, the
+  mFitplane reads mDiff's output ~0.1 s after it (docs/experiments/montage-passes.md: checked alone, the
   age made no read cheaper; the idle before it did);
 * after idling (``--idle-ms N``): reads only, each reader sleeping N ms before each op after its
   first and its first op dropped (it follows the launch's idle, ~0.2 s or more; its mean time is
