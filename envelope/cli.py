@@ -260,7 +260,7 @@ def main(argv=None) -> int:
         print("mtcenvelope: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - one clear line, not a traceback, for known errors
-        from .measure import MeasureError
+        from .sweep import MeasureError
         from .tools import ToolMissing
         known = (MeasureError, ToolMissing, ParseError, LookupError, ValueError, OSError)
         try:
@@ -277,6 +277,8 @@ def main(argv=None) -> int:
 
 def cmd_measure(a) -> int:
     from . import measure as M
+    from . import sweep as SW
+    from .target import make_target
     name = a.name or time.strftime("envelope-%Y%m%d-%H%M%S")
     if a.max_repeat is None:
         a.max_repeat = max(30, a.repeat)
@@ -314,8 +316,8 @@ def cmd_measure(a) -> int:
         raise ValueError(f"--wait-quiet: expected 0..86400 s, got {a.wait_quiet}")
     if a.wait_quiet and not a.look:
         raise ValueError("--wait-quiet needs --look > 0")
-    sweep = M.Sweep(sizes=a.sizes or list(M.DEFAULT_SIZES),
-                    procs=a.procs or list(M.DEFAULT_PROCS), repeat=a.repeat,
+    sweep = SW.Sweep(sizes=a.sizes or list(SW.DEFAULT_SIZES),
+                    procs=a.procs or list(SW.DEFAULT_PROCS), repeat=a.repeat,
                     max_repeat=a.max_repeat, precision=a.precision,
                     budget_factor=a.budget_factor,
                     time_budget=a.time_budget or None,
@@ -332,7 +334,7 @@ def cmd_measure(a) -> int:
     if a.tool != "native":
         from . import tools
         tools.require(a.tool)            # a clear error before anything else happens
-    target = M.make_target(hosts, a.launcher, a.mount, a.backend, a.engine)
+    target = make_target(hosts, a.launcher, a.mount, a.backend, a.engine)
     n = len(target.hosts)
     sweep.host_counts = (list(range(1, n + 1)) if a.host_counts == "1..all" else
                          [n] if a.host_counts == "all" else a.host_counts)

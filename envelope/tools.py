@@ -63,7 +63,8 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
     from mtcio.db import envelope_rows
     from mtcio.db import store as dbstore
     from .agent import Agent
-    from .measure import KIND_METRICS, MeasureError, Progress, Step
+    from .measure import Progress
+    from .sweep import KIND_METRICS, MeasureError, Step
 
     drv = require(tool)
     version = drv.version()
