@@ -160,8 +160,8 @@ class Reader:
         if raw["errors"]:
             rows.complete = False
             rows.error = "; ".join(dict.fromkeys(raw["errors"]))[:500]
-            return rows, (f"{shown}: damaged Darshan log ({readable(_first(raw['errors']))}); the records read "
-                          f"before it were kept", path, 0)
+            return rows, (f"{shown}: damaged Darshan log ({readable(_first(raw['errors']))}); what was read whole "
+                          f"was kept", path, 0)
         return rows, None
 
 
@@ -234,17 +234,19 @@ _BINS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", 
 
 def _module_values(rec: dict, mod: str, start_ns: int) -> np.ndarray:
     """One row of the shim's 50 values (lf.COUNTERS + read bins + write bins) per Darshan record."""
-    c, f = rec["counters"], rec["fcounters"]
+    # a damaged log's values may be anything: counts 0 .. 2^62, times finite seconds within 10^6 s of the start
+    c = np.clip(rec["counters"], 0, 1 << 62)
+    f = np.clip(np.nan_to_num(rec["fcounters"], nan=0.0, posinf=0.0, neginf=0.0), 0, 1e6)
     ci = {n: i for i, n in enumerate(rec["counter_names"])}
     fi = {n: i for i, n in enumerate(rec["fcounter_names"])}
     n = len(c)
     out = np.zeros((n, NV), dtype=np.int64)
 
     def col(name):
-        return np.clip(c[:, ci[f"{mod}_{name}"]], 0, None) if f"{mod}_{name}" in ci else np.zeros(n, np.int64)
+        return c[:, ci[f"{mod}_{name}"]] if f"{mod}_{name}" in ci else np.zeros(n, np.int64)
 
     def fcol(name):
-        return np.clip(f[:, fi[f"{mod}_F_{name}"]], 0, None) if f"{mod}_F_{name}" in fi else np.zeros(n)
+        return f[:, fi[f"{mod}_F_{name}"]] if f"{mod}_F_{name}" in fi else np.zeros(n)
 
     def put(name, v):
         out[:, _CI[name]] = v
@@ -372,8 +374,10 @@ def _dxt_ops(raw: dict, acc: dict, fid_of: dict, start_ns: int, gaps: list) -> l
             if not len(segs):
                 continue
             a = np.zeros(len(segs), dtype=dt)
-            a["start_ns"] = start_ns + (np.clip(segs["start"], 0, None) * 1e9).astype(np.int64)
-            a["dur_ns"] = (np.clip(segs["end"] - segs["start"], 0, None) * 1e9).astype(np.int64)
+            t0, t1 = (np.clip(np.nan_to_num(segs[k], nan=0.0, posinf=0.0, neginf=0.0), 0, 1e6)
+                      for k in ("start", "end"))
+            a["start_ns"] = start_ns + (t0 * 1e9).astype(np.int64)
+            a["dur_ns"] = (np.clip(t1 - t0, 0, None) * 1e9).astype(np.int64)
             a["offset"], a["length"] = segs["offset"], segs["length"]
             a["file"], a["tid"], a["op"] = fid, max(int(d["rank"]), 0), code
             parts.append(a)

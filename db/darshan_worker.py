@@ -100,8 +100,9 @@ def read_log(path: bytes) -> dict:
         while True:
             buf = ffi.new("void **")       # NULL: darshan-util allocates (it would write into a non-NULL one)
             r = lib.darshan_log_get_record(h, info["idx"], buf)
-            if r < 0:
-                out["errors"].append(f"cannot read the {mod} records")
+            if r < 0:      # the module's data fails to inflate: its records read so far may be garbage too
+                out["errors"].append(f"cannot read the {mod} records (none of them kept)")
+                ids, ranks, cs, fs = [], [], [], []
                 break
             if r == 0:
                 break
@@ -124,7 +125,8 @@ def read_log(path: bytes) -> dict:
             buf = ffi.new("void **")
             r = lib.darshan_log_get_record(h, info["idx"], buf)
             if r < 0:
-                out["errors"].append(f"cannot read the {DXT_MODULE} records")
+                out["errors"].append(f"cannot read the {DXT_MODULE} records (none of them kept)")
+                out["dxt"] = []
                 break
             if r == 0:
                 break
