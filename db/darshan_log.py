@@ -86,10 +86,9 @@ class Reader:
         self.err = None
 
     def _start(self) -> None:
-        self.err = tempfile.TemporaryFile()
-        env = dict(os.environ)
+        self.err = tempfile.TemporaryFile()       # darshan-util's messages (the worker reads them back per log)
         self.proc = subprocess.Popen([sys.executable, "-m", "mtcio.db.darshan_worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.err, env=env)
+                                     stdout=subprocess.PIPE, stderr=self.err)
 
     def _stop(self) -> None:
         if self.proc is not None:

@@ -67,7 +67,8 @@ def read_log(path: bytes) -> dict:
             k, v = kv.split("=", 1)
             meta[k] = v
     out["job"] = {"uid": j.uid, "start_sec": j.start_time_sec, "start_nsec": j.start_time_nsec,
-                  "end_sec": j.end_time_sec, "end_nsec": j.end_time_nsec, "nprocs": j.nprocs, "jobid": j.jobid, "run_time": runtime[0],
+                  "end_sec": j.end_time_sec, "end_nsec": j.end_time_nsec, "nprocs": j.nprocs, "jobid": j.jobid,
+                  "run_time": runtime[0],
                   "metadata": meta, "log_ver": ffi.string(ffi.cast("char *", h)).decode("ascii", "replace")}
     exe = ffi.new("char[]", 4096)
     out["exe"] = _text(exe, ffi) if lib.darshan_log_get_exe(h, exe) >= 0 else ""
@@ -149,7 +150,7 @@ def main() -> None:
     proto_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)          # darshan-util prints some messages on stdout: keep them off the protocol pipe
     try:
-        import darshan.backend.cffi_backend  # noqa: F401
+        import darshan.backend.cffi_backend  # noqa: F401 - only whether it imports
     except ImportError as e:
         res = {"no_darshan": str(e)}
         blob = pickle.dumps(res)

@@ -399,7 +399,7 @@ def _capture_note(gap_procs: dict, n_procs: int) -> str:
     from mtcio.db.darshan_log import GAP_TEXT
     parts = [f"{GAP_TEXT[k]} ({n:,} of {n_procs:,} processes)" for k, n in sorted(gap_procs.items())
              if k in GAP_TEXT]
-    return (f'<p class="warn" id="capture">Captured by Darshan: ' + "; ".join(_e(p) for p in parts)
+    return ('<p class="warn" id="capture">Captured by Darshan: ' + "; ".join(_e(p) for p in parts)
             + ". Meta-data ops, opens/closes and the bytes of such copies in the tables below lack these.</p>")
 
 

@@ -87,7 +87,8 @@ def test_without_the_library_untraced_with_one_warning(tmp_path, env, warning):
     assert "DARSHAN_LOGPATH" not in (wf / "a.env").read_text()
 
 
-@pytest.mark.skipif(not os.environ.get("MTCIO_TEST_DARSHAN_LIB"), reason="set MTCIO_TEST_DARSHAN_LIB to a libdarshan.so")
+@pytest.mark.skipif(not os.environ.get("MTCIO_TEST_DARSHAN_LIB"),
+                    reason="set MTCIO_TEST_DARSHAN_LIB to a libdarshan.so")
 def test_real_darshan_run_is_ingested(tmp_path):
     wf, logs, db = tmp_path / "wf", tmp_path / "logs", tmp_path / "x.db"
     r = run_rake(wf, {"MTCPROF_DARSHAN_LIB": os.environ["MTCIO_TEST_DARSHAN_LIB"], "MTCPROF_DIR": str(logs),

@@ -71,8 +71,11 @@ module MtcIO
                     "the workflow runs untraced")
           false
         elsif !File.file?(lib)
-          warn_once(darshan? ? "Darshan library not found: #{lib} (MTCPROF_DARSHAN_LIB); the workflow runs untraced" :
-                               "shim not found: #{lib} (set MTCPROF_LIB or run `make -C preload`); the workflow runs untraced")
+          warn_once(if darshan?
+                      "Darshan library not found: #{lib} (MTCPROF_DARSHAN_LIB); the workflow runs untraced"
+                    else
+                      "shim not found: #{lib} (set MTCPROF_LIB or run `make -C preload`); the workflow runs untraced"
+                    end)
           false
         else
           setup_dir
@@ -158,7 +161,9 @@ module MtcIO
       now = Time.now
       days = [now, now + 86_400].map { |t| sq(File.join(d, t.strftime("%Y/%-m/%-d"))) }.uniq
       fields = [["MTCPROF_TASK", task], ["MTCPROF_STAGE", stage], ["MTCPROF_RUN", run]]
-      fields << ["MTCPROF_GFARM_MOUNTS", mounts.join(":")] if mounts && !mounts.empty? && mounts.none? { |m| m.include?(":") }
+      if mounts && !mounts.empty? && mounts.none? { |m| m.include?(":") }
+        fields << ["MTCPROF_GFARM_MOUNTS", mounts.join(":")]
+      end
       fmt = fields.map { |k, _| "#{k}=%s\\0" }.join + "MTCPROF_HOST=%s\\0"
       env = +"LD_PRELOAD=#{sq(lib)}${LD_PRELOAD:+:$LD_PRELOAD} DARSHAN_ENABLE_NONMPI=1 DARSHAN_LOGPATH=#{sq(d)}"
       env << " DXT_ENABLE_IO_TRACE=1" if ENV["MTCPROF_TRACE"].to_s.split(/[,\s]+/).include?("ops")
