@@ -1,4 +1,4 @@
-"""`mtcprof ingest LOGDIR --db DB [--run NAME] [--strict]`: load shim logs into the SQLite store.
+"""`mtcprof ingest LOGDIR --db DB [--run NAME] [--strict] [--from darshan]`: load a run's logs into the store.
 
 Every *.mtclog under LOGDIR (recursively) is read with db/logformat.py.  Logs are grouped into runs (--run NAME, else
 each log's MTCPROF_RUN, else the folder's name); each run is written in ONE transaction, so the db is never left
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mtcio.db import fastlog
+from mtcio.db import darshan_log, fastlog
 from mtcio.db.gfarm import host_match, parse_gfwhere
 from mtcio.db import logformat as lf
 from mtcio.db import store, write_errors
@@ -219,9 +219,10 @@ class _RunWriter:
             "SELECT host_id, pid, start_ns, id, log_complete FROM processes WHERE run_id = ?", (run_id,))}
         self.next_pid = (conn.execute("SELECT max(id) FROM processes").fetchone()[0] or 0) + 1
         self.next_fid = (conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0) + 1
-        self.procs, self.fas, self.new_files, self.ops = [], [], [], []
+        self.procs, self.fas, self.new_files, self.ops, self.gaps = [], [], [], [], []
         self.added = self.skipped = self.n_fa = self.n_ops = 0
         self.dropped = [0, 0, 0, None]      # processes, files, ops dropped by the shim's limits; an example log
+        self.task_sources = {}               # Darshan logs: where task and stage came from -> logs
 
     def host_id(self, name: str) -> int:
         hid = self.hosts.get(name)
@@ -277,6 +278,9 @@ class _RunWriter:
             self.ops.append((pid, chunk, count, first if first <= I64_MAX else None,
                              last if last <= I64_MAX else None, data))
             self.n_ops += count
+        self.gaps.extend((pid, fid, kind, detail) for kind, fid, detail in rec.gaps)
+        if rec.task_source:
+            self.task_sources[rec.task_source] = self.task_sources.get(rec.task_source, 0) + 1
         self.added += 1
         if len(self.procs) >= BATCH:
             self.flush()
@@ -299,8 +303,10 @@ class _RunWriter:
         if self.ops:
             c.executemany("INSERT INTO ops (process_id, chunk, n_ops, first_ns, last_ns, data) VALUES (?,?,?,?,?,?)",
                           self.ops)
+        if self.gaps:
+            c.executemany("INSERT INTO capture_gaps (process_id, fid, kind, detail) VALUES (?,?,?,?)", self.gaps)
         self.n_fa += len(self.fas)
-        self.procs, self.fas, self.new_files, self.ops = [], [], [], []
+        self.procs, self.fas, self.new_files, self.ops, self.gaps = [], [], [], [], []
 
 
 # ---- tasks ---------------------------------------------------------------------------------------------------------
@@ -540,9 +546,11 @@ def _stderr_warn(msg: str) -> None:
 
 def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False,
            gfwhere_cmd: list[str] | str | None = "auto", progress: bool | None = None,
-           warn=_stderr_warn, max_log_bytes: int = MAX_LOG_BYTES) -> IngestResult:
+           warn=_stderr_warn, max_log_bytes: int = MAX_LOG_BYTES, source: str = "mtcprof") -> IngestResult:
     """Ingest every log under logdir into db.  gfwhere_cmd: "auto" (plain gfwhere when Gfarm is configured),
     None (do not resolve replicas), a list or a shell-quoted string (e.g. "mtcbed exec mtc-node1 -- gfwhere").
+    source: "mtcprof" (the shim's *.mtclog) or "darshan" (*.darshan, read by db/darshan_log.py; logdir may then
+    name one log).
 
     A damaged log gives ONE warning naming it and the byte offset where it breaks; its valid prefix is kept (when
     it has a process record) and the rest of the run is ingested.  strict=True: everything is ingested in one
@@ -551,10 +559,33 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
         gfwhere_cmd = default_gfwhere_cmd()
     elif isinstance(gfwhere_cmd, str):
         gfwhere_cmd = shlex.split(gfwhere_cmd)
-    paths = find_logs(os.path.abspath(logdir))
-    if not paths:
-        raise IngestError(f"{readable(logdir)}: no mtcprof logs (*.mtclog) found; was the run traced with "
-                          f"MTCPROF_DIR={readable(logdir)}?")
+    if source == "darshan":
+        if not darshan_log.available():
+            raise darshan_log.NoDarshan(darshan_log.INSTALL_HINT)
+        try:
+            paths = darshan_log.find_logs(os.path.abspath(logdir))
+        except FileNotFoundError:
+            raise IngestError(f"{readable(logdir)}: no such file or folder") from None
+        if not paths:
+            raise IngestError(f"{readable(logdir)}: no Darshan logs (*.darshan) found")
+        reader = darshan_log.Reader()
+        read_one = lambda path, _max: reader.read(path, os.path.abspath(logdir))     # noqa: E731
+        if os.path.isfile(logdir):
+            logdir = os.path.dirname(os.path.abspath(logdir))
+    else:
+        paths = find_logs(os.path.abspath(logdir))
+        if not paths:
+            raise IngestError(f"{readable(logdir)}: no mtcprof logs (*.mtclog) found; was the run traced with "
+                              f"MTCPROF_DIR={readable(logdir)}?")
+        reader, read_one = None, _read
+    try:
+        return _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, warn, max_log_bytes)
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, warn, max_log_bytes) -> IngestResult:
     res = IngestResult()
     log_warning: dict = {}     # path -> (message, path, offset): a log read twice (another run's) warns once
 
@@ -571,7 +602,7 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
               f"they are", odd[0][0])
 
     def read(path):
-        rows, w = _read(path, max_log_bytes)
+        rows, w = read_one(path, max_log_bytes)
         if w is not None and path not in log_warning:
             log_warning[path] = w
             res.bad_logs += 1
@@ -647,6 +678,8 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
             writer.flush()
             counts = {"logs_added": writer.added, "logs_skipped": writer.skipped,
                       "file_access": writer.n_fa, "ops": writer.n_ops}
+            if writer.task_sources:
+                counts["task_sources"] = dict(writer.task_sources)
             nproc, nfiles, nops, example = writer.dropped
             if nproc:
                 counts["dropped"] = {"processes": nproc, "files": nfiles, "ops": nops}
@@ -676,11 +709,13 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
 class LogRows:
     """One log, reduced to what ingest stores: process dict, files as (fid, flags, path, 50 values), op chunks as
     (count, packed little-endian bytes), complete flag, error text, FILE records the reader kept out."""
-    __slots__ = ("proc", "files", "ops", "complete", "error", "kept_out")
+    __slots__ = ("proc", "files", "ops", "complete", "error", "kept_out", "gaps", "task_source")
 
     def __init__(self, proc, files, ops, complete, error, kept_out=0):
         self.proc, self.files, self.ops, self.complete, self.error = proc, files, ops, complete, error
         self.kept_out = kept_out
+        self.gaps = ()              # capture gaps (kind, fid or None, detail) of a Darshan log
+        self.task_source = None     # where a Darshan log's task and stage came from
 
 
 def read_rows(path: str, max_log_bytes: int = MAX_LOG_BYTES) -> tuple["LogRows | None", "lf.LogError | None"]:
@@ -746,7 +781,11 @@ def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES):
 # ---- CLI -----------------------------------------------------------------------------------------------------------
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("logdir", metavar="LOGDIR", help="folder with the run's *.mtclog files (searched recursively)")
+    p.add_argument("logdir", metavar="LOGDIR", help="folder with the run's *.mtclog files (searched recursively); "
+                                                  "with --from darshan: *.darshan files, or one such log")
+    p.add_argument("--from", dest="source", choices=("mtcprof", "darshan"), default="mtcprof",
+                   help="what wrote the logs: mtcprof's shim (default) or Darshan (needs mtcio[darshan]; task and "
+                        "stage from the plugin's mtcprof-task.env, else the log folder, else the executable)")
     p.add_argument("--db", required=True, help="SQLite store (created if missing)")
     p.add_argument("--run", help="run name (default: the logs' MTCPROF_RUN, else the folder's name)")
     p.add_argument("--strict", action="store_true",
@@ -761,8 +800,8 @@ def main(args: argparse.Namespace) -> int:
     cmd = None if args.gfwhere_cmd in ("none", "") else args.gfwhere_cmd
     try:
         res = ingest(args.db, args.logdir, run=args.run, strict=args.strict, gfwhere_cmd=cmd,
-                     progress=False if args.no_progress else None)
-    except (IngestError, store.StoreError) as e:
+                     progress=False if args.no_progress else None, source=args.source)
+    except (IngestError, store.StoreError, darshan_log.NoDarshan) as e:
         print(f"mtcprof ingest: {e}", file=sys.stderr)
         return 1 if isinstance(e, store.DiskError) else 2
     except (sqlite3.OperationalError, OSError) as e:       # the disk filled up, or went read-only, while writing
@@ -780,6 +819,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"run {readable(name)}: {c['logs_added']} logs added ({c['logs_skipped']} already present), "
               f"{c.get('tasks', 'unchanged')} tasks, {c['file_access']} file records, {c['ops']} ops",
               file=sys.stderr)
+        if c.get("task_sources"):
+            print(f"run {readable(name)}: task and stage from " + ", ".join(
+                f"{src} ({n} logs)" for src, n in sorted(c["task_sources"].items())), file=sys.stderr)
     if res.bad_logs:
         print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings)", file=sys.stderr)
     return 0

@@ -22,7 +22,7 @@ from mtcio.db import write_errors
 # new dbs and outputs are private (mtcio/private.py); callers use them as store.*
 from mtcio.private import PRIVATE_DIR, PRIVATE_FILE, private_dir, write_private  # noqa: F401
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class StoreError(RuntimeError):
@@ -131,8 +131,13 @@ def _v6_to_v7(conn: sqlite3.Connection) -> None:
     _add_columns(conn, "processes", CALL_WAIT_COLS)
 
 
+def _v7_to_v8(conn: sqlite3.Connection) -> None:
+    """Version 8 adds capture_gaps (what a Darshan log cannot tell); CREATE ... IF NOT EXISTS as for version 2."""
+    conn.executescript(schema_sql())
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6,
-                                                          _v6_to_v7]
+                                                          _v6_to_v7, _v7_to_v8]
 assert len(MIGRATIONS) == SCHEMA_VERSION - 1
 
 
