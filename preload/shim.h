@@ -122,10 +122,13 @@ struct ofd {                          /* one open file description (shared by du
  * needs from the others is in its functions' signatures.  The modules, each using only those below it:
  *     warn.c       raw writes, warnings, kernel files            struct shim_warn
  *     tables.c     paths, file records, ofds, fd table, op trace  struct shim_tables
- *     logwriter.c  the log file                                   the whole struct (reads), its shim_writer, shim_site
+ *     logwriter.c  the log file                                   reads the whole struct; changes shim_writer,
+ *                                                                 shim_site and how the image ended (shim_end)
  *     core.c       start, fork, signals, real symbols             defines `shim`
- *     posix.c, stdio.c, gfarm.c   the wrappers                     `shim` (through SHIM_STATE below)
- * Only per-thread values (TLS) and each wrapper's resolved real symbol (real_<name>) are outside the struct. */
+ *     posix.c, stdio.c, gfarm.c   the wrappers                     `shim` ("the wrappers' view" below)
+ * Outside it: per-thread values (TLS), each wrapper's resolved real symbol (real_<name>, the wrapper's own cache),
+ * the program's main (core.c, set before the shim starts, traced or not) and gfarm.c's handle table (used by no other
+ * module; 64 KiB of zeros that stay untouched in a process that never calls libgfarm). */
 
 /* the environment's options, as read at start (strings in the packed area, see core.c: mtc_init) */
 struct shim_opts {
