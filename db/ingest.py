@@ -29,6 +29,7 @@ from mtcio.db import fastlog
 from mtcio.db import logformat as lf
 from mtcio.db import store, write_errors
 from mtcio.db.store import db_text, readable, text_of
+from mtcio.exitcodes import exit_table
 
 FLAG_BITS = {name: bit for bit, name in lf.FILE_FLAGS.items()}
 NC, NB = len(lf.COUNTERS), lf.NBINS
@@ -774,6 +775,10 @@ def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES):
 # ---- CLI -----------------------------------------------------------------------------------------------------------
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = exit_table({1: "failed: --strict and a log is truncated, corrupt or unreadable (nothing stored); "
+                              "the disk is full or read-only",
+                           2: "bad input: bad options, LOGDIR missing or without one readable log (no db is "
+                              "created), --db not a SQLite store"})
     p.add_argument("logdir", metavar="LOGDIR", help="folder with the run's *.mtclog files (searched recursively)")
     p.add_argument("--db", required=True, help="SQLite store (created if missing)")
     p.add_argument("--run", help="run name (default: the logs' MTCPROF_RUN, else the folder's name)")

@@ -10,6 +10,8 @@ import sys
 import pytest
 import yaml
 
+from mtcio import __version__
+
 from helpers.cli import MONTAGE, predict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -289,9 +291,9 @@ def test_validate_names_missing_run(tmp_path):
 
 def test_help_and_version():
     r = predict("--help")
-    assert r.returncode == 0 and "exit codes: 0 ok" in r.stdout and "faithful" in r.stdout
+    assert r.returncode == 0 and "exit codes:\n  0    ok\n" in r.stdout and "faithful" in r.stdout
     r = predict("--version")
-    assert r.returncode == 0 and r.stdout.startswith("mtcpredict ")
+    assert r.returncode == 0 and r.stdout == f"mtcpredict (mtcio) {__version__}\n"
 
 
 def test_stage_names_are_text_in_the_report(tmp_path):
