@@ -575,7 +575,9 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
 
     A damaged log gives ONE warning naming it and the byte offset where it breaks; its valid prefix is kept (when
     it has a process record) and the rest of the run is ingested.  strict=True: everything is ingested in one
-    transaction that is rolled back when any log was damaged (res.committed False): nothing is stored."""
+    transaction that is rolled back when any log was damaged (res.committed False): nothing is stored.  A db this
+    call created is removed again when no run was stored in it (no log had a process record, or strict rolled
+    back): bad input leaves no file behind."""
     if gfwhere_cmd == "auto":
         gfwhere_cmd = default_gfwhere_cmd()
     elif isinstance(gfwhere_cmd, str):
@@ -607,6 +609,7 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
             warn_(*w)
         return rows
 
+    created = not os.path.exists(db)
     conn = store.connect(db)
     try:
         default_run = run or os.path.basename(os.path.normpath(os.path.abspath(logdir))) or "run"
@@ -635,7 +638,17 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
         bar.done()
     finally:
         conn.close()
+        if created and (not res.runs or not res.committed):
+            _remove_db(db)
     return res
+
+
+def _remove_db(db: str) -> None:
+    for path in (db, db + "-wal", db + "-shm", db + "-journal"):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, default_run, logdir, gfwhere_cmd,
@@ -809,6 +822,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings); --strict: nothing stored",
               file=sys.stderr)
         return 1
+    if not res.runs:
+        print(f"mtcprof ingest: none of the {res.bad_logs} logs under {readable(args.logdir)} has a process record: "
+              f"nothing stored", file=sys.stderr)
+        return 2
     for name, c in res.runs.items():
         print(f"run {readable(name)}: {c['logs_added']} logs added ({c['logs_skipped']} already present), "
               f"{c.get('tasks', 'unchanged')} tasks, {c['file_access']} file records, {c['ops']} ops",
