@@ -100,14 +100,14 @@ class IngestResult:
 # ---- progress ------------------------------------------------------------------------------------------------------
 
 class Progress:
-    """A small progress bar on stderr (only when there is a lot to do)."""
+    """A small progress bar on stderr (only when there is a lot to do); not a terminal (a log file, a pipe): only
+    the line done() writes at the end."""
 
     def __init__(self, total: int, label: str, enabled: bool | None = None, min_total: int = 2000):
         self.total, self.label, self.n = total, label, 0
         self.enabled = (total >= min_total) if enabled is None else enabled
         self.tty = sys.stderr.isatty()
         self.t0 = self.last = time.monotonic()
-        self.last_pct = -10
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -118,9 +118,6 @@ class Progress:
         if self.tty and now - self.last >= 0.2:
             self._draw(pct, "\r")
             self.last = now
-        elif not self.tty and pct >= self.last_pct + 10:
-            self._draw(pct, "")
-            self.last_pct = pct - pct % 10
 
     def _draw(self, pct: int, lead: str) -> None:
         w = 30
