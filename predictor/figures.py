@@ -1,9 +1,10 @@
 """The figures of a prediction report (matplotlib; report.py writes them and the page around them).
 
-Every axis says its unit and has numbers a reader can use: file sizes labelled 1K, 128K, 1M, 16M at every size the
-envelope measured (and at 16K, 128M, 1G where none is near), concurrency and node counts as integers, bandwidth in MiB/s,
-rates as plain numbers.  Stages are marked with shapes with a dark edge and named in a legend (never as text
-beside the mark, where names of near stages print over each other); maps use perceptual colormaps (viridis,
+Every axis says its unit and has numbers a reader can use: file sizes labelled (1K, 128K, 1M, 16M) at every size the
+envelope measured where the labels have room (a tick mark at the others), and at 16K, 128M, 1G where none is near;
+concurrency and node counts as integers, bandwidth in MiB/s, rates as plain numbers.  Each stage has one shape and
+colour with a dark edge on every map, stages at one point are set side by side, and one legend names them (never
+text beside a mark, where names of near stages print over each other); maps use perceptual colormaps (viridis,
 cividis) that read in grey and for colour-blind readers.  Each function returns (file name, figure) or None.
 """
 from __future__ import annotations
@@ -41,24 +42,53 @@ def label(s: str) -> str:
 
 # ---- axes ---------------------------------------------------------------------------------------------------------
 
-def size_ticks(lo: float, hi: float, measured=()) -> list[float]:
-    """Ticks of a file-size axis over [lo, hi]: every measured size, and 1K, 16K, 128K, 1M, 16M, 128M, 1G where no
-    measured size is near (a factor 4)."""
-    inside = [s for s in sorted(set(measured)) if lo * 0.999 <= s <= hi * 1.001]
-    for e in (10, 14, 17, 20, 24, 27, 30, 34):          # 1K 16K 128K 1M 16M 128M 1G 16G
-        t = float(1 << e)
-        if lo * 0.999 <= t <= hi * 1.001 and all(abs(math.log(t / s)) > math.log(4) for s in inside):
-            inside.append(t)
-    return sorted(inside)
+STANDARD_SIZES = [float(1 << e) for e in (10, 20, 24, 17, 14, 30, 27, 34)]   # 1K 1M 16M 128K 16K 1G 128M 16G
+LABEL_PX = 36           # room a size label needs on the axis (4 characters at 10 pt and a gap), in pixels at 100 dpi
+
+
+def size_ticks(lo: float, hi: float, measured=(), width_px: float = 1e9) -> tuple[list[float], list[float]]:
+    """(labelled, unlabelled) ticks of a file-size axis over [lo, hi] drawn `width_px` wide: the measured sizes
+    first (1K, 1M, 16M, 128K, 16K of them before the others), then 1K, 1M, 16M, 128K, 16K, 1G, 128M where none
+    is near, each labelled only where its label has room beside those before it; a measured size left without a
+    label still gets a tick mark."""
+    def inside(v):
+        return lo * 0.999 <= v <= hi * 1.001
+    meas = sorted({float(v) for v in measured if inside(v)})
+    order = ([v for v in STANDARD_SIZES if v in meas] + [v for v in meas if v not in STANDARD_SIZES]
+             + [v for v in STANDARD_SIZES if inside(v) and v not in meas])
+    gap = LABEL_PX * math.log(max(hi / lo, 1.0001)) / max(width_px, 1.0)      # in log units
+    kept: list = []
+    for v in order:
+        if all(abs(math.log(v / k)) >= gap for k in kept):
+            kept.append(v)
+    return sorted(kept), [v for v in meas if v not in kept]
+
+
+def _size_locator(lo, hi, measured, axis, minor):
+    """Ticks of size_ticks for the axes as drawn: computed at draw time from its width in pixels, so that labels
+    have room whatever the layout (colour bars, legends) left of the figure."""
+    from matplotlib.ticker import Locator
+
+    class SizeLocator(Locator):
+        def __call__(self):
+            ax = self.axis.axes
+            box = ax.get_window_extent()
+            dpi = ax.get_figure().dpi
+            length = (box.width if axis == "x" else box.height) * 100 / dpi
+            major, rest = size_ticks(lo, hi, measured, length)
+            return rest if minor else major
+
+    return SizeLocator()
 
 
 def size_axis(ax, lo, hi, measured=(), axis="x", text="file size"):
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    from matplotlib.ticker import FuncFormatter, NullFormatter
     a = ax.xaxis if axis == "x" else ax.yaxis
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
-    a.set_major_locator(FixedLocator(size_ticks(lo, hi, measured)))
+    a.set_major_locator(_size_locator(lo, hi, measured, axis, False))
     a.set_major_formatter(FuncFormatter(lambda v, _: fmt_size(v, sep="", short=True) + ("" if v >= 1024 else " B")))
-    a.set_minor_locator(NullLocator())
+    a.set_minor_locator(_size_locator(lo, hi, measured, axis, True))
+    a.set_minor_formatter(NullFormatter())
     (ax.set_xlabel if axis == "x" else ax.set_ylabel)(f"{text} (bytes)")
 
 
@@ -136,18 +166,52 @@ def colorbar(fig, mappable, ax, text, values):
     return cb
 
 
-def mark_stages(ax, points, **legend):
-    """Mark each stage at its (x, y) with its own shape, white with a dark edge, named in the axes' legend;
-    stages at (about) one point share a mark and a legend entry."""
-    marks: dict = {}
-    for name, x, y in points:
-        near = next((p for p in marks if abs(math.log(p[0] / x)) < 0.3 and abs(math.log(p[1] / y)) < 0.1), (x, y))
-        marks.setdefault(near, []).append(label(name))
-    for i, ((x, y), names) in enumerate(marks.items()):
-        ax.plot([x], [y], MARKERS[min(i, len(MARKERS) - 1)], mfc="white", mec="black", mew=1.5, ms=10,
-                label=", ".join(names), linestyle="none", clip_on=False)     # a stage at k=1 sits on the edge
-    if marks:
-        ax.legend(fontsize=8, framealpha=0.9, **({"loc": "best"} | legend))
+def stage_styles(stages) -> dict:
+    """One marker and fill per stage, the same on every map: {name: (marker, face colour)}."""
+    return {st.name: (MARKERS[i % len(MARKERS)], CATEGORICAL[i % len(CATEGORICAL)]) for i, st in enumerate(stages)}
+
+
+MARK_PT = 15            # a stage marker's width and the gap between two set side by side, in points
+
+
+def mark_stages(ax, points, styles):
+    """Mark each stage at its (x, y) with its own marker, a dark edge; markers that would touch (stages at or near
+    one point) are set side by side, a marker's width apart, centred on where they sit."""
+    from matplotlib.transforms import offset_copy
+    fig = ax.get_figure()
+    px = fig.dpi / 72 * MARK_PT
+    at = [(name, x, y, *ax.transData.transform((x, y))) for name, x, y in points]
+    at.sort(key=lambda p: (round(p[4] / px), p[3]))          # rows of one concurrency, left to right
+    clusters: list = []
+    for p in at:
+        c = clusters[-1] if clusters else None
+        if c and abs(c[-1][4] - p[4]) < px and p[3] - c[-1][3] < px:
+            c.append(p)
+        else:
+            clusters.append([p])
+    for c in clusters:
+        mid = sum(p[3] for p in c) / len(c)
+        for i, (name, x, y, X, _) in enumerate(c):
+            dx = (mid + (i - (len(c) - 1) / 2) * px - X) * 72 / fig.dpi        # points
+            m, face = styles[name]
+            ax.plot([x], [y], m, mfc=face, mec="black", mew=1.2, ms=9, linestyle="none", clip_on=False,
+                    transform=offset_copy(ax.transData, fig=fig, x=dx, y=0, units="points"))
+
+
+def stage_legend(fig, styles, names):
+    """One legend for the whole figure, under it: each stage's marker."""
+    from matplotlib.lines import Line2D
+    handles = [Line2D([], [], marker=styles[n][0], mfc=styles[n][1], mec="black", mew=1.2, ms=9, linestyle="none",
+                      label=label(n)) for n in names]
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 7), fontsize=9,
+                   title="stages (each where its tasks' files and concurrency put it)", title_fontsize=9)
+
+
+def concurrency_limits(ax, ks):
+    """Room above and below the measured concurrencies for the stages marked at the edges (k = 1, the largest)."""
+    ax.set_ylim(min(ks) / 1.25, max(ks) * 1.25)
+    ax.set_facecolor("#e8e8e8")
 
 
 def stage_point(st, metric):
@@ -170,9 +234,11 @@ def measured_sizes(surface):
 
 def maps(plt, surface, wf, sizes, ks):
     from matplotlib.colors import LogNorm
-    fig, axs = plt.subplots(2, 2, figsize=(12, 9), constrained_layout=True)
+    fig, axs = plt.subplots(2, 2, figsize=(12, 9.5), layout="constrained")
     hosts = wf.stages[0].hosts
     measured = measured_sizes(surface)
+    styles = stage_styles(wf.stages)
+    marked: set = set()
     for ax, (title, m) in zip(axs.flat, CLASS_METRIC):
         if m not in surface.metrics():
             ax.set_title(f"{title}: not in the envelope")
@@ -184,8 +250,12 @@ def maps(plt, surface, wf, sizes, ks):
         colorbar(fig, pc, ax, "predicted bandwidth (MiB/s)", bw)
         size_axis(ax, sizes[0], sizes[-1], measured)
         int_axis(ax, ks)
+        concurrency_limits(ax, ks)
         ax.set_title(title)
-        mark_stages(ax, [(st.name, *p) for st in wf.stages if (p := stage_point(st, m))])
+        points = [(st.name, *p) for st in wf.stages if (p := stage_point(st, m))]
+        mark_stages(ax, points, styles)
+        marked |= {n for n, _, _ in points}
+    stage_legend(fig, styles, [st.name for st in wf.stages if st.name in marked])
     return "maps.png", fig
 
 
@@ -223,6 +293,7 @@ def dominant(plt, surface, st, sizes, ks):
     size_axis(ax, sizes[0], sizes[-1], measured_sizes(surface),
               text="largest task file (every file of the task scaled with it)")
     int_axis(ax, ks)
+    concurrency_limits(ax, ks)
     ax.set_title(f"dominant term for a task shaped like {label(st.name)}")
     present = sorted(set(np.unique(idx)))
     handles = [Patch(facecolor=cmap(i), edgecolor="black", label=heatmap.DOMINANT_LABELS[i]) for i in present]
@@ -293,8 +364,9 @@ def parity(plt, rows):
             label=f"{ref[0]['variant']} prediction's error")
     noise = [d.get("noise_pct") for d in ref]
     if any(n is not None for n in noise):
-        a2.errorbar([0] * len(ref), y, xerr=[n or 0 for n in noise], fmt="none", ecolor="black", capsize=4,
-                    label="the runs' spread (±)")
+        # the bar is as wide as the spread, (slowest - fastest run) / mean, centred on 0
+        a2.errorbar([0] * len(ref), y, xerr=[(n or 0) / 2 for n in noise], fmt="none", ecolor="black", capsize=4,
+                    label="the runs' spread (its width)")
     a2.axvline(0, color="black", lw=0.8)
     a2.set_yticks(y)
     a2.set_yticklabels([label(d["stage"]) for d in ref])

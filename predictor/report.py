@@ -169,11 +169,13 @@ def _answer(result) -> list[str]:
              "Each stage's most corrected prediction (calibrated, else refined, else faithful)."]
     if any(d.get("interval") for _, d, _ in rows):
         notes.append(e(INTERVAL_SAID) + ".")
+    else:
+        notes.append("— in the interval: none computed (--bootstrap 0).")
     if validated:
         notes.append("Measured: per host, its tasks' traced I/O time divided by its slots, the maximum over hosts "
                      "(the mean over the validated runs). Error: predicted / measured − 1. The runs' spread: "
-                     "(slowest − fastest run) / mean; an error within it is within the noise. — where there was "
-                     "one run only.")
+                     "(slowest − fastest run) / mean; an error within it is within the noise; — where one run "
+                     "was validated.")
     out.append("<p class=note>" + " ".join(notes) + "</p>")
     return out
 

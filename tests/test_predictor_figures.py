@@ -14,12 +14,18 @@ from mtcio.predictor.model import predict_stage
 from mtcio.predictor.surface import EnvelopeSurface
 
 
-@pytest.fixture(scope="module")
-def drawn():
-    """Every figure of the report of the Montage example on the shipped envelope, with a validation."""
+def denser(points):
+    """The shipped envelope with more sizes, as the demo's quick sweeps measure (4K, 12,000 bytes, 16K, 64K, 256K,
+    512K beside 1K, 128K, 1M, 16M): each new size a copy of the points at the measured size below it."""
+    extra = (4096, 12000, 16384, 65536, 262144, 524288)
+    below = {s: max(m for m in (1024, 131072, 1 << 20) if m <= s) for s in extra}
+    return points + [dict(p, file_size=s) for s, m in below.items() for p in points if p["file_size"] == m]
+
+
+def draw(points):
+    """Every figure of the report of the Montage example, with a validation."""
     wf = load(MONTAGE)
-    env = envelope_source.load(None)
-    surface = EnvelopeSurface("swung").fit(env.points)
+    surface = EnvelopeSurface("swung").fit(points)
     preds = [predict_stage(st, surface, v) for st in wf.stages for v in ("faithful", "refined")]
     rows = [p.to_dict() for p in preds]
     # the validation figure needs measured times: the stages' predicted times off by known factors, runs' spread
@@ -28,10 +34,16 @@ def drawn():
     what_if = [dict(r, what_if=w) for w in ("hosts=4", "hosts=8") for r in copy.deepcopy(rows[1::2])]
     result = {"predictions": rows, "what_if": what_if}
     plt = figures.pyplot()
-    figs = {key: made[1] for key, made in figures.build(plt, result, wf, surface, preds) if made}
+    return {key: made[1] for key, made in figures.build(plt, result, wf, surface, preds) if made}
+
+
+@pytest.fixture(scope="module", params=["shipped", "denser"])
+def drawn(request):
+    points = envelope_source.load(None).points
+    figs = draw(points if request.param == "shipped" else denser(points))
     yield figs
     for f in figs.values():
-        plt.close(f)
+        figures.pyplot().close(f)
 
 
 def test_every_figure_is_drawn(drawn):
@@ -48,8 +60,10 @@ def test_every_axis_has_tick_labels(drawn, key):
     assert axes_without_tick_labels(drawn[key]) == []
 
 
-def test_axes_units_and_ticks(drawn):
+def test_axes_units_and_ticks():
+    drawn = draw(envelope_source.load(None).points)
     maps = [ax for ax in drawn["maps"].axes if ax.get_title()]
+    assert len(maps) == 4
     for ax in maps:
         assert ax.get_xlabel() == "file size (bytes)"
         assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2", "4", "8", "16", "32"]
@@ -61,6 +75,17 @@ def test_axes_units_and_ticks(drawn):
     assert env["T1L, measured on 4 hosts"].get_ylabel() == "ops/s"
     assert [t.get_text() for t in env["T1L, measured on 4 hosts"].get_xticklabels()] == ["1K", "16K", "128K", "1M", "16M"]
     assert [t.get_text() for t in env["Tm, measured on 4 hosts"].get_xticklabels()] == ["4", "8", "16", "32"]
+    legend = drawn["maps"].legends[0]          # one for the four maps: every stage once
+    assert [t.get_text() for t in legend.get_texts()] == ["mProjectPP", "mDiff", "mBackground", "mAdd"]
+    for f in drawn.values():
+        figures.pyplot().close(f)
+
+
+def test_sizes_too_near_for_labels_keep_a_tick_mark():
+    labelled, marked = figures.size_ticks(1000, 2e7, [1024, 4096, 12000, 16384, 131072, 1 << 20, 1 << 24], 300)
+    assert labelled == [1024, 4096, 16384, 131072, 1 << 20, 1 << 24] and marked == [12000]
+    assert figures.size_ticks(1000, 2e7, [1024, 131072, 1 << 20, 1 << 24], 400)[0] == [
+        1024, 16384, 131072, 1 << 20, 1 << 24]
 
 
 def test_the_checks_find_overlap_and_a_bare_axis():
