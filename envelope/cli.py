@@ -252,7 +252,7 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--name", help="run (default: the latest envelope run)")
     pl.add_argument("-o", "--output", required=True, metavar="DIR",
                     help="folder for the PNGs and index.html (created 0700 if missing)")
-    for name, sp in sub.choices.items():
+    for sp in sub.choices.values():
         add_version(sp, "mtcenvelope")
     return p
 

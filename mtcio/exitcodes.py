@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 
 OK = 0
 FAILED = 1
@@ -59,7 +60,6 @@ def exit_table(rows: dict | None = None, *, codes=COMMON, first: str | None = No
             words.pop(c, None)
         else:
             words[c] = w
-    import textwrap
     lines = ["exit codes:"] + ([f"  {first}"] if first else [])
     for c in sorted(words):         # a long row wrapped under its words, at 100 columns as a terminal shows
         lines += textwrap.wrap(words[c], 100, initial_indent=f"  {c:<4} ", subsequent_indent=" " * 7,
