@@ -30,6 +30,7 @@ from mtcio.db.gfarm import host_match, parse_gfwhere
 from mtcio.db import logformat as lf
 from mtcio.db import store, write_errors
 from mtcio.db.store import db_text, readable, text_of
+from mtcio.exitcodes import exit_table
 
 FLAG_BITS = {name: bit for bit, name in lf.FILE_FLAGS.items()}
 NC, NB = len(lf.COUNTERS), lf.NBINS
@@ -100,14 +101,14 @@ class IngestResult:
 # ---- progress ------------------------------------------------------------------------------------------------------
 
 class Progress:
-    """A small progress bar on stderr (only when there is a lot to do)."""
+    """A small progress bar on stderr (only when there is a lot to do); not a terminal (a log file, a pipe): only
+    the line done() writes at the end."""
 
     def __init__(self, total: int, label: str, enabled: bool | None = None, min_total: int = 2000):
         self.total, self.label, self.n = total, label, 0
         self.enabled = (total >= min_total) if enabled is None else enabled
         self.tty = sys.stderr.isatty()
         self.t0 = self.last = time.monotonic()
-        self.last_pct = -10
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -118,9 +119,6 @@ class Progress:
         if self.tty and now - self.last >= 0.2:
             self._draw(pct, "\r")
             self.last = now
-        elif not self.tty and pct >= self.last_pct + 10:
-            self._draw(pct, "")
-            self.last_pct = pct - pct % 10
 
     def _draw(self, pct: int, lead: str) -> None:
         w = 30
@@ -554,7 +552,9 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
 
     A damaged log gives ONE warning naming it and the byte offset where it breaks; its valid prefix is kept (when
     it has a process record) and the rest of the run is ingested.  strict=True: everything is ingested in one
-    transaction that is rolled back when any log was damaged (res.committed False): nothing is stored."""
+    transaction that is rolled back when any log was damaged (res.committed False): nothing is stored.  A db this
+    call created is removed again when no run was stored in it (no log had a process record, or strict rolled
+    back): bad input leaves no file behind."""
     if gfwhere_cmd == "auto":
         gfwhere_cmd = default_gfwhere_cmd()
     elif isinstance(gfwhere_cmd, str):
@@ -609,6 +609,7 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
             warn_(*w)
         return rows
 
+    created = not os.path.exists(db)
     conn = store.connect(db)
     try:
         default_run = run or os.path.basename(os.path.normpath(os.path.abspath(logdir))) or "run"
@@ -637,7 +638,17 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
         bar.done()
     finally:
         conn.close()
+        if created and (not res.runs or not res.committed):
+            _remove_db(db)
     return res
+
+
+def _remove_db(db: str) -> None:
+    for path in (db, db + "-wal", db + "-shm", db + "-journal"):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, default_run, logdir, gfwhere_cmd,
@@ -781,6 +792,10 @@ def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES):
 # ---- CLI -----------------------------------------------------------------------------------------------------------
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = exit_table({1: "failed: --strict and a log is truncated, corrupt or unreadable (nothing stored); "
+                              "the disk is full or read-only",
+                           2: "bad input: bad options, LOGDIR missing or without one readable log (no db is "
+                              "created), --db not a SQLite store, --from darshan without mtcio[darshan]"})
     p.add_argument("logdir", metavar="LOGDIR", help="folder with the run's *.mtclog files (searched recursively); "
                                                   "with --from darshan: *.darshan files, or one such log")
     p.add_argument("--from", dest="source", choices=("mtcprof", "darshan"), default="mtcprof",
@@ -815,6 +830,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings); --strict: nothing stored",
               file=sys.stderr)
         return 1
+    if not res.runs:
+        print(f"mtcprof ingest: none of the {res.bad_logs} logs under {readable(args.logdir)} has a process record: "
+              f"nothing stored", file=sys.stderr)
+        return 2
     for name, c in res.runs.items():
         print(f"run {readable(name)}: {c['logs_added']} logs added ({c['logs_skipped']} already present), "
               f"{c.get('tasks', 'unchanged')} tasks, {c['file_access']} file records, {c['ops']} ops",

@@ -23,47 +23,17 @@ import pandas as pd
 from mtcio.db import store as _store
 from mtcio.db.logformat import HIST_BINS
 from mtcio.exitcodes import BAD_INPUT, printable
+from mtcio.units import fmt_bytes, fmt_s   # the same units in every table and page
 
 PROG = "mtcprof report"
 
 
 # ---- formatting --------------------------------------------------------------------------------------------------
 
-def fmt_bytes(n) -> str:
-    """1536 -> '1.5 KiB' (binary units); NaN/None -> '—'."""
-    if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "—"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} PiB"  # pragma: no cover
-
-
 def fmt_int(n) -> str:
     if n is None or (isinstance(n, float) and math.isnan(n)):
         return "—"
     return f"{int(n):,}"
-
-
-def fmt_s(s) -> str:
-    """A duration with a unit and precision that fit it: '1,234 s', '12.3 s', '0.842 s', '4.1 ms', '62 µs', '—'."""
-    if s is None or pd.isna(s):
-        return "—"
-    s = float(s)
-    a = abs(s)
-    if a == 0:
-        return "0 s"
-    if a >= 100:
-        return f"{s:,.0f} s"
-    if a >= 10:
-        return f"{s:.1f} s"
-    if a >= 0.1:
-        return f"{s:.3f} s"
-    if a >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} µs"
 
 
 def fmt_frac(x) -> str:

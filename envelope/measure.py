@@ -77,7 +77,8 @@ def _finite(x):
 
 # --------------------------------------------------------------------------------- progress
 class Progress:
-    """A bar with an estimate of the time left on stderr (a line per 5% when not a tty)."""
+    """A bar with an estimate of the time left on stderr.  Not a terminal (a log file, a pipe): no bar, only a line
+    per failed step and one when the last step is done."""
 
     def __init__(self, steps: Sequence[Step], stream=None, enabled: bool = True):
         self.total = sum(s.cost for s in steps) or 1.0
@@ -88,7 +89,6 @@ class Progress:
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.last_pct = -100.0
         self.failed = 0
 
     def update(self, step: Step, failed: bool = False) -> None:
@@ -108,10 +108,9 @@ class Progress:
         if self.tty:
             self.stream.write("\r" + msg + ("\n" if self.i == self.n else ""))
             self.stream.flush()
-        elif pct - self.last_pct >= 5 or self.i == self.n or failed:
+        elif self.i == self.n or failed:
             self.stream.write(msg + "\n")
             self.stream.flush()
-            self.last_pct = pct
 
     def add(self, steps: Sequence[Step]) -> None:
         """Extra repeats of a point that has not met its precision target yet."""

@@ -7,7 +7,12 @@ import os
 import sqlite3
 import sys
 
-from mtcio.exitcodes import printable   # light: names from a trace may hold undecodable bytes
+from mtcio.exitcodes import exit_table, printable   # light: names from a trace may hold undecodable bytes
+from mtcio.helptext import HelpFormatter, add_version
+
+EXIT_CODES = exit_table({1: "failed: an output (--out, the --validate db) could not be written",
+                         2: "bad input: bad options; a workflow model, envelope or --validate run that is "
+                            "missing, malformed or does not fit the model"})
 
 EPILOG = """\
 variants:
@@ -41,7 +46,6 @@ examples:
   mtcpredict scaled.yaml --what-if size=64,100,400 hosts=4,8,16                   # where the bottleneck moves
   mtcpredict workflow.yaml --variant refined --refine=-io_overlap,-metadata --json
 
-exit codes: 0 ok, 1 failed, 2 bad input (workflow, envelope, options), 130 interrupted
 """
 
 
@@ -52,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .model import OPT_IN, REFINEMENTS
     from .surface import CELL_RATES
     p = argparse.ArgumentParser(
-        prog="mtcpredict", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        prog="mtcpredict", formatter_class=HelpFormatter, epilog=EPILOG + "\n" + EXIT_CODES,
         description="Predict each stage's I/O time (read, write, metadata) of a workflow model from a measured MTC "
                     "envelope, attribute it to its bottleneck, and optionally validate it against a traced run.")
     p.add_argument("workflow", metavar="WORKFLOW.yaml", nargs="?", help="workflow model (`mtcprof model` writes one)")
@@ -79,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--refine", metavar="LIST", default="default",
                    help=f"refinements of the refined variant: default "
                         f"({'all but ' + ', '.join(OPT_IN) if OPT_IN else 'all'}), all, none, a "
-                        f"list ({','.join(REFINEMENTS)}) or the default less or plus some (-io_overlap,+wait_ratio)")
+                        f"list ({', '.join(REFINEMENTS)}) or the default less or plus some (-io_overlap,+wait_ratio)")
     p.add_argument("--validate", metavar="DB[:RUN[,RUN..]]",
                    help="compare with traced run(s) in DB (several runs: repeats, their spread is the noise floor; "
                         "DB alone: the model's own run if DB has it, else DB's latest trace run); each run must have "
@@ -111,16 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "of them), of the mean's (faithful)")
     p.add_argument("--files", choices=("auto", "gfarm", "all"),
                    help="with --validate: which traced files count (as `mtcprof model --files`; default auto)")
-    p.add_argument("--version", action="version", version=f"mtcpredict {_version()}")
+    add_version(p, "mtcpredict")
     return p
-
-
-def _version():
-    try:
-        from importlib.metadata import version
-        return version("mtcio")
-    except Exception:  # noqa: BLE001 - a source tree without metadata
-        return "unknown"
 
 
 def main(argv=None) -> int:

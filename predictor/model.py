@@ -450,7 +450,8 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
         if served:
             kio = stage.io_concurrency_served
         if kio is None:
-            notes.append(f"I/O concurrency unknown (no trace overlap in the model): taken as the {S} slots")
+            notes.append(f"I/O concurrency unknown (no trace overlap in the model): taken as its {S} slot"
+                         + ("s" if S != 1 else ""))
         else:
             k = max(1.0, min(float(kio), float(S)))
             notes.append(f"I/O concurrency {k:.3g} from the trace's overlap of I/O intervals"
