@@ -647,8 +647,8 @@ def test_later_ops_cost_the_difference_of_the_two_envelopes_warm_or_cold():
     # the difference of the two envelopes
     assert predict_stage(st, one, "refined").read_s == predict_stage(st, one, "refined", off).read_s == \
         pytest.approx(base * (1 + 9 * (6.4 - 1) / 15) / 10, rel=1e-9)
-    # warm reads: the first at the warm one-file envelope (1.25x), the later ones at the warm many-file one (4x,
-    # its first ops 20 % of its time); the cold ones as above
+    # half the bytes warm, beside warm envelopes of one file (1.25x) and of 16 files per process (4x, its first ops
+    # 20 % of its time): the first op at the warm one-file envelope
     st.read.warm_fraction = 0.5
     one.others = [many, fitted(1.25, cold=False), fitted(4.0, share=0.2, cold=False, ops=16)]
     # warm reads take the cold envelopes' ratio of later to first ops
