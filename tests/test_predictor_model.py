@@ -314,12 +314,14 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
 
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
-    default = set(REFINEMENTS) - {"later_share", "later_beyond", "served_overlap", "measured_wait",
-                                  "later_warm"}   # opt-in
+    default = set(REFINEMENTS)          # every refinement (the refuted opt-in ones are deleted)
     assert parse_refine(None) == parse_refine("default") == default
     assert parse_refine("-io_overlap,-metadata") == default - {"io_overlap", "metadata"}
-    assert parse_refine("-metadata,+later_share,+later_beyond,+served_overlap,+measured_wait,+later_warm") == \
-        set(REFINEMENTS) - {"metadata"}
+    for gone in ("later_share", "later_beyond", "served_overlap", "measured_wait", "later_warm"):
+        with pytest.raises(ValueError, match=f"--refine: refinement '{gone}' was removed"):
+            parse_refine(f"-metadata,+{gone}")
+        with pytest.raises(ValueError, match=f"refinement '{gone}' was removed"):
+            predict_stage(write_stage(), sqrt_envelope(), "refined", set(REFINEMENTS) | {gone})
     assert parse_refine("-wait_ratio") == default - {"wait_ratio"}
     assert parse_refine("slots") == {"slots"}
     with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
@@ -626,9 +628,10 @@ def test_first_op_of_a_process_costs_more_than_its_next():
     assert predict_stage(st, one, "refined", set(REFINEMENTS) - {"first_op"}).read_s == pytest.approx(base)
 
 
-def test_later_share_prices_later_ops_from_the_many_file_envelopes_own_first_ops():
-    """later_share: a later op costs n/Tn x (1 - s)/(n - 1), s the many-file envelope's first ops' share of its op
-    time (first_op_share in its points' config); warm reads' later ops come from a warm many-file envelope."""
+def test_later_ops_cost_the_difference_of_the_two_envelopes_warm_or_cold():
+    """first_op prices a later op (n/Tn - 1/T1)/(n - 1) of the cold pair of envelopes, whatever the many-file
+    envelope's first ops' share of its op time (first_op_share in its points' config), and warm reads take the cold
+    pair's ratio of later to first ops."""
     def fitted(factor, share=None, cold=True, ops=1):
         cfg = '{"first_op_share": %s}' % share if share is not None else None
         s = EnvelopeSurface().fit([dict(p, value=p["value"] * factor, config=cfg) for p in sqrt_points()])
@@ -640,28 +643,22 @@ def test_later_share_prices_later_ops_from_the_many_file_envelopes_own_first_ops
                read=Read(bytes_per_task=Dist(10 * KiB, 10 * KiB, 10 * KiB), files_per_task=10,
                          file_size=Dist(KiB, KiB, KiB), alpha=1.0))
     base = 10 * 4 / 20                                     # every op a first one at 1/T(k)
-    on, off = set(REFINEMENTS), set(REFINEMENTS) - {"later_share", "later_warm"}
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (1 + 9 * 6.4 * 0.75 / 15) / 10,
-                                                                         rel=1e-9)
-    # off by default (opt-in): the difference of the two envelopes
+    off = set(REFINEMENTS)
+    # the difference of the two envelopes
     assert predict_stage(st, one, "refined").read_s == predict_stage(st, one, "refined", off).read_s == \
         pytest.approx(base * (1 + 9 * (6.4 - 1) / 15) / 10, rel=1e-9)
-    # warm reads: the first at the warm one-file envelope (1.25x), the later ones at the warm many-file one (4x,
-    # its first ops 20 % of its time); the cold ones as above
+    # half the bytes warm, beside warm envelopes of one file (1.25x) and of 16 files per process (4x, its first ops
+    # 20 % of its time): the first op at the warm one-file envelope
     st.read.warm_fraction = 0.5
     one.others = [many, fitted(1.25, cold=False), fitted(4.0, share=0.2, cold=False, ops=16)]
-    warm = (0.8 + 9 * 4 * 0.8 / 15) / 10
-    cold = (1 + 9 * 6.4 * 0.75 / 15) / 10
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (0.5 * warm + 0.5 * cold),
-                                                                         rel=1e-9)
-    # without it, warm reads take the cold envelopes' ratio of later to first ops
+    # warm reads take the cold envelopes' ratio of later to first ops
     assert predict_stage(st, one, "refined", off).read_s == pytest.approx(
         base * (0.5 * 0.8 + 0.5) * (1 + 9 * (6.4 - 1) / 15) / 10, rel=1e-9)
 
 
-def test_later_warm_prices_warm_later_ops_from_the_warm_envelopes_difference():
-    """later_warm (later_share off): a warm read's later op costs (n/Tn - 1/T1)/(n - 1) of the warm envelopes of
-    16 files and of one file per process; the cold reads as first_op alone prices them; opt-in."""
+def test_warm_later_ops_take_the_cold_pairs_ratio_beside_warm_many_file_envelopes():
+    """With warm envelopes of 16 files and of one file per process among the envelopes, a warm read's first op is
+    the warm one-file envelope's and its later ops take the cold pair's ratio of later to first ops."""
     def fitted(factor, cold=True, ops=1):
         s = EnvelopeSurface().fit([dict(p, value=p["value"] * factor) for p in sqrt_points()])
         s.cold, s.ops_per_proc = cold, ops
@@ -673,16 +670,12 @@ def test_later_warm_prices_warm_later_ops_from_the_warm_envelopes_difference():
                          file_size=Dist(KiB, KiB, KiB), alpha=1.0, warm_fraction=0.5))
     base = 10 * 4 / 20                                     # every op a first one at 1/T(k)
     cold = (1 + 9 * (6.4 - 1) / 15) / 10                   # in units of 1/T(k), as first_op prices them
-    warm = (0.8 + 9 * (16 / 4.0 - 0.8) / 15) / 10          # first 1/1.25, later from the warm pair
-    on = set(REFINEMENTS) - {"later_share"}
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (0.5 * warm + 0.5 * cold), rel=1e-9)
-    assert predict_stage(st, one, "refined").read_s == pytest.approx(        # default: the cold pair's ratio
+    assert predict_stage(st, one, "refined").read_s == pytest.approx(        # the cold pair's ratio
         base * (0.5 * 0.8 + 0.5) * cold, rel=1e-9)
 
 
-def test_later_beyond_saves_a_later_large_op_the_seconds_saved_at_the_many_file_envelopes_largest_size():
-    """A first op's premium is a latency: beyond the many-file envelope's sizes a later op costs 1/T1(x) less what a
-    later op saved at its largest size; without later_beyond (the default) every such op is a first one."""
+def test_a_later_op_beyond_the_many_file_envelopes_sizes_costs_a_first_ones():
+    """Beyond the many-file envelope's sizes first_op has no later-op cost: every such op is a first one."""
     def pts(per_size):
         return [p for ppn in (1, 2) for h in (1, 2) for t, b in (("T1L", "B1L"), ("T1R", "B1R"))
                 for m, unit in ((t, 1), (b, None))
@@ -697,15 +690,6 @@ def test_later_beyond_saves_a_later_large_op_the_seconds_saved_at_the_many_file_
                          file_size=Dist(MiB, MiB, MiB), alpha=1.0))
     base = predict_stage(st, one, "refined").read_s            # every 1 MiB op a first one
     assert base == pytest.approx(10 * 4 / (2.5 * 2), rel=1e-9)
-    # in units of 1/T1(1 KiB): at 1 KiB a later op costs (16/2.5 - 1)/15 = 0.36, 0.64 less than a first; at 1 MiB
-    # a first costs 4, a later one 4 - 0.64
-    on = set(REFINEMENTS)
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (4 + 9 * (4 - 0.64)) / 10 / 4,
-                                                                         rel=1e-9)
-    st.read.file_size = Dist(KiB, KiB, KiB)                     # within the many-file sizes: as first_op alone
-    st.read.bytes_per_task = Dist(10 * KiB, 10 * KiB, 10 * KiB)
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(
-        predict_stage(st, one, "refined").read_s, rel=1e-9)
 
 
 def test_first_slots_charges_a_process_first_op_at_the_slots_latency():
@@ -848,30 +832,25 @@ def _clocked(pts, share):
     return [{**p, "config": json.dumps({"op_s": 2.0, "op_wait_s": 2.0 * share})} for p in pts]
 
 
-def test_served_overlap_looks_the_envelope_up_at_the_overlap_less_the_cpu_wait():
+def test_the_envelope_is_read_at_the_traced_overlap_and_wait_ratio_charges_the_wait():
     """4 slots whose I/O overlapped 4 deep, 2 deep without the half of it spent waiting for a CPU: the envelope
-    is read at k = 2 and wait_ratio charges the wait (x 0.8 / 0.5); opt-in, and only beside wait_ratio."""
+    is read at the overlap as traced, k = 4, and wait_ratio charges the wait (x 0.8 / 0.5)."""
     surf = EnvelopeSurface().fit(_clocked(sqrt_points(), 0.2))
     st = write_stage(n=4)
     st.io_concurrency, st.io_concurrency_served, st.io_cpu_wait = 4.0, 2.0, 0.5
-    on = predict_stage(st, surf, "refined", REFINEMENTS)
-    assert on.k == 2.0
-    assert on.write_s == pytest.approx(2 / (10 * math.sqrt(2)) * 0.8 / 0.5)
-    assert "I/O concurrency 2 from the trace's overlap of I/O intervals less their CPU wait (4 slots)" in on.notes
-    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)   # off by default
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)
     assert predict_stage(st, surf, "refined", set(REFINEMENTS) - {"wait_ratio"}).write_s == pytest.approx(4 / 20)
-    st.io_concurrency_served = None                       # a model without clocks: the overlap as traced
+    st.io_concurrency_served = None                       # a model without clocks: the same
     assert predict_stage(st, surf, "refined", REFINEMENTS).k == 4.0
 
 
-def test_measured_wait_charges_the_wait_the_shim_timed_around_the_calls():
-    """A run whose calls waited 0.5 of their time for a CPU by the estimate and 0.2 as the shim timed them: with
-    measured_wait each time per op x 0.8 / 0.8 (the envelope's 0.2 in place of the run's), else x 0.8 / 0.5."""
+def test_wait_ratio_takes_the_estimated_wait_not_the_one_the_shim_timed():
+    """A run whose calls waited 0.5 of their time for a CPU by the estimate and 0.2 as the shim timed them: each
+    time per op x 0.8 / 0.5, whether the trace timed the calls or not."""
     surf = EnvelopeSurface().fit(_clocked(sqrt_points(), 0.2))
     st = write_stage(n=4)
     st.io_cpu_wait, st.io_cpu_wait_measured = 0.5, 0.2
-    assert predict_stage(st, surf, "refined", REFINEMENTS).write_s == pytest.approx(4 / 20)
-    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)   # off by default
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)
     st.io_cpu_wait_measured = None                         # a trace without it: the estimate
     assert predict_stage(st, surf, "refined", REFINEMENTS).write_s == pytest.approx(4 / 20 * 0.8 / 0.5)
 

@@ -517,7 +517,7 @@ def main():
     ap.add_argument("--no-warm", dest="warm", action="store_false",
                     help="no envelopes of warm reads (--drop-caches off; the refined model's warm_reads uses them for "
                          "the bytes a stage reads of files the run wrote; unless --no-many-files, also one of 16 files "
-                         "per process, for later_share)")
+                         "per process, which no refinement uses since later_share was deleted)")
     ap.add_argument("--young", action="store_true",
                     help="also an envelope of young reads (mtcenvelope --young, sizes <= 256 KiB: local reads right "
                          "after their write run; the refined model's young_reads uses it for the bytes a stage reads "
@@ -525,7 +525,7 @@ def main():
                          "host's I/O path idled before it, not the file's age (docs/experiments/montage-passes.md)")
     ap.add_argument("--no-many-files", dest="many_files", action="store_false",
                     help="no envelopes of 16 files per process (sizes up to --many-max, cold, and warm unless "
-                         "--no-warm; the refined model's first_op and later_share use them for stages whose processes "
+                         "--no-warm; the refined model's first_op uses the cold one for stages whose processes "
                          "open several files in turn)")
     ap.add_argument("--many-max", type=parse_size, default=256 << 10, metavar="SIZE",
                     help="the largest of --sizes the envelopes of 16 files per process measure (default 256k; "
@@ -572,7 +572,8 @@ def main():
                          "be read from the calls themselves")
     ap.add_argument("--cpu-wait", action="store_true",
                     help="time each traced call's wait for a CPU in the runs (MTCPROF_CPU_WAIT=1): the models then "
-                         "have io_cpu_wait_measured beside the estimate (refinement measured_wait)")
+                         "have io_cpu_wait_measured beside the estimate (a diagnostic: refinement measured_wait "
+                         "is deleted)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",
