@@ -18,17 +18,14 @@ EPILOG = """\
 variants:
   faithful  equations (1)-(3) of the round-based model as published: C = hosts, ceil(N/C) rounds, T and B as the
             roofline (T at the envelope's smallest size, B at its largest) at concurrency C
-  refined   slots = hosts x procs per host, the last partial round, envelope values at the stage's real
-            file size and concurrency, real metadata counts (stats at Ts), re-reads, several files per task,
-            tiny shared headers metadata-bound, the I/O concurrency seen in the trace, the envelope of the
-            stage's call size, its spread of op sizes, the busiest host's share of tasks, warm reads of the
-            run's own outputs, (given an envelope measured with --young) young reads of files written on the
-            host < 1 s before, a process's first op dearer than its next, every open of a re-opened file
-            an op, stats the attribute cache served free, names looked up and not found as stats, seeks
-            to a file's end at Tf (an fstat after a read) or as stats, a shell-redirected output or one left
-            for exit to close as its create, (given an envelope measured with --hogs-per-host) the CPU load
-            the stage's I/O ran beside, and (given one measured with --call-gap-us) how far apart its tasks'
-            calls came, computing between them, where calls apart cost more (--refine picks)
+  refined   slots = hosts x procs per host, envelope values at the stage's real file size and
+            concurrency, real metadata counts (stats at Ts), re-reads, several files per task, tiny shared
+            headers metadata-bound, the I/O concurrency seen in the trace, the envelope of the stage's call
+            size, its spread of op sizes, warm reads of the run's own outputs, a process's first op dearer
+            than its next, every open of a re-opened file an op, stats the attribute cache served free,
+            seeks to a file's end at Tf (an fstat after a read) or as stats, (given an envelope measured with
+            --hogs-per-host) the CPU load the stage's I/O ran beside, and the run's wait for a CPU against the
+            envelope's (--refine picks)
   calibrated  (with --calibrate) the refined model times each stage's past error with this envelope
             (its runs on as many hosts, shrunk toward all its runs' and every stage's), judged by
             leave-one-run-out cross-validation; its 90 % interval is those held-out errors' 5th-95th
@@ -39,7 +36,6 @@ examples:
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --validate mtc.db:montage1 --out report/
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-2880 --envelope mtc.db:bed4-warm
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-hogs1   # an idle and a loaded one
-  mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-apart200  # and one of calls apart
   mtcpredict workflow.yaml --what-if hosts=2,4,8 alpha=0.6,1.0
   mtcprof model --db mtc.db --run m16,m36 --size m16=16,m36=36 -o scaled.yaml    # a model that scales
   mtcpredict scaled.yaml --at size=100 hosts=8 --tasks-from graph100.txt        # graph: rake -P at that size
@@ -67,11 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "measured on a 4-host testbed; a CSV export carries no measurement conditions, so it "
                         "can only be given alone). "
                         "Give it again for envelopes of the same file system measured with other bytes per call "
-                        "(`mtcenvelope measure --block`), warm reads (--drop-caches off) or young ones (--young): "
-                        "the refined model looks each stage's reads and writes up in the one nearest their traced "
-                        "call size (call_size), reads of files the run wrote in the warm one (warm_reads) and of "
-                        "files written on the host < 1 s before in the young one (young_reads); the first is the "
-                        "main one (faithful model, maps)")
+                        "(`mtcenvelope measure --block`), warm reads (--drop-caches off) or beside computing "
+                        "processes (--hogs-per-host): the refined model looks each stage's reads and writes up in "
+                        "the one nearest their traced call size (call_size), reads of files the run wrote in the "
+                        "warm one (warm_reads), and moves them toward the loaded one by the stage's CPU load "
+                        "(cpu_load); the first is the main one (faithful model, maps). One of young reads "
+                        "(--young) or of calls apart (--call-gap-us) is ignored, said on stderr: no refinement "
+                        "uses them since the ablation (docs/experiments/ablation.md)")
     p.add_argument("--cell-rate", choices=CELL_RATES, default="swung",
                    help="how an envelope point's repeats make its value: swung (default: the rate of their mean time "
                         "per op, the slowest of 5 or more counted as the next slowest, but at a point whose repeats' "
@@ -221,6 +219,12 @@ def _run(a) -> int:
     if idle[0]:           # the main envelope is an idle one: the first given
         envs.insert(0, envs.pop(idle[0]))
         surfaces.insert(0, surfaces.pop(idle[0]))
+    for i in reversed(range(len(envs))):      # the ablation removed the refinements these served
+        unused = _unused(surfaces[i])
+        if unused:
+            print(f"mtcpredict: envelope {envs[i].origin} was measured {unused}: no refinement uses such an "
+                  "envelope since the ablation (docs/experiments/ablation.md); ignored", file=sys.stderr)
+            del envs[i], surfaces[i]
     surface = surfaces[0]
     surface.others = surfaces[1:]
     env = envelope_source.combined(envs)
@@ -293,6 +297,15 @@ def _run(a) -> int:
     if a.out:
         print(f"mtcpredict: report in {os.path.join(a.out, 'report.html')}", file=sys.stderr)
     return 0
+
+
+def _unused(sf) -> str | None:
+    """How an envelope no refinement uses was measured (None: it may be used)."""
+    if sf.young:
+        return "of young reads (mtcenvelope --young)"
+    if sf.gap_us:
+        return f"with calls {sf.gap_us} us apart (mtcenvelope --call-gap-us)"
+    return None
 
 
 def _instantiate(wf, scaled, at_items, tasks_from, force):

@@ -4,9 +4,9 @@
     T = env.get("TL", 4.2e6, k=8)      # ops/s at that size and concurrency, on the stage's host count
     T, B = env.roofline("TL", k=8)     # the faithful model's ceilings: T at the smallest size, B at the largest
 
-`cpu` (term cpu's RunCpu) moves every value got toward the envelopes measured under load or with calls apart and
-scales it by the CPU waits; `at_calls` gives the look-ups in the envelope of the nearest call size (term
-call_size), recorded in the same place.
+`cpu` (term cpu's RunCpu) moves every value got toward the envelope measured under load and scales it by the CPU
+waits; `at_calls` gives the look-ups in the envelope of the nearest call size (term call_size), recorded in the
+same place.
 """
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ class Lookups:
         self.tag_calls = bool(surface.others) or used is not None   # several envelopes: name the call size
         self.cpu, self.root = cpu, root or surface                  # root: where the twins are
 
-    def at_calls(self, bytes_per_call, warm=False, metric=None, young=False):
+    def at_calls(self, bytes_per_call, warm=False, metric=None):
         """The look-ups in the envelope measured with calls nearest to bytes_per_call, of warm reads if asked and
-        measured, of young reads if asked, among those that have `metric`."""
-        s = self.s.at_calls(bytes_per_call, warm, metric, young)
+        measured, among those that have `metric`."""
+        s = self.s.at_calls(bytes_per_call, warm, metric)
         if s is self.s:
             return self
         return Lookups(s, self.hosts, self.clamp, self.used, cpu=self.cpu, root=self.root)
@@ -36,10 +36,10 @@ class Lookups:
     def look(self, s, metric, size, k):
         return s.value(metric, size, k, self.hosts, clamp_small=self.clamp)
 
-    def value(self, s, metric, size, k, tag=""):
+    def value(self, s, metric, size, k):
         """The value of surface s as measured (no CPU scaling), recorded."""
         lk = self.look(s, metric, size, k)
-        self.record(s, metric, size, k, tag, lk)
+        self.record(s, metric, size, k, "", lk)
         return lk.value
 
     def record(self, s, metric, size, k, tag, lk):

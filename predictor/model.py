@@ -18,10 +18,10 @@ from .lookups import Lookups
 from .ops import TERM_LABEL, TERM_METRIC, TERMS, alpha_of, task_ops
 from .prices import Prices
 from .surface import EnvelopeSurface
-from .terms import REMOVED, SWITCHES, balance, call_size, cpu, first_op, io_overlap, metadata, op_size, rounds
+from .terms import REMOVED, SWITCHES, call_size, cpu, io_overlap, metadata, op_size, rounds
 
 REFINEMENTS = SWITCHES
-OPT_IN = ()               # the refuted opt-in refinements are deleted (terms.REMOVED names them)
+OPT_IN = ()               # the refuted opt-in refinements and those the ablation removed are deleted (terms.REMOVED)
 DEFAULT = REFINEMENTS
 VARIANTS = ("faithful", "refined")
 __all__ = ["DEFAULT", "OPT_IN", "REFINEMENTS", "REMOVED", "StagePrediction", "TERMS", "TERM_LABEL", "TERM_METRIC",
@@ -120,7 +120,7 @@ def predict_stage(stage, surface: EnvelopeSurface, variant: str = "refined", ref
     on = set(DEFAULT if refine is None else refine)
     gone = sorted(on & set(REMOVED))
     if gone:
-        raise ValueError(f"refinement {gone[0]!r} was removed (refuted on held-out data: {REMOVED[gone[0]]})")
+        raise ValueError(f"refinement {gone[0]!r} was {REMOVED[gone[0]]}")
     unknown = sorted(on - set(REFINEMENTS))
     if unknown:
         raise ValueError(f"unknown refinement {unknown[0]!r} (known: {', '.join(REFINEMENTS)})")
@@ -186,23 +186,17 @@ def _refined(stage, surface, on: set, io_concurrency) -> StagePrediction:
     # build the task's ops
     task = task_ops(stage, surface, on, need, notes)
     # look each up in the envelope
-    price = Prices(stage, surface, env, task, on, notes)
-    # schedule rounds: (rounds, I/O concurrency, processes starting at once)
-    R, shapes = rounds.shapes(balance.tasks_counted(stage, on, notes), S, k, on)
-    shapes = [(n, kk, first_op.starting(s, stage)) for n, kk, s in shapes]
+    price = Prices(stage, surface, env, task, on)
+    # schedule rounds: R rounds of S tasks, k of them doing I/O at once
+    R = rounds.count(N, S)
     # sum the terms over the rounds
     create = metadata.per_round_create(need["write"], on)
-    firsts = [price.first(kk, s) for _, kk, s in shapes]
+    t = formulas.task_io_time(k, task.ops, price.rates(k))
+    if create:
+        t["meta"] = t.get("meta", 0.0) + 1.0 / env.get("Tm", 0, k)   # equations (1)/(2): one create per round
     terms = dict.fromkeys(TERMS, 0.0)
-    for (count, kk, _), first in zip(shapes, firsts):
-        t = formulas.task_io_time(kk, task.ops, price.rates(kk))
-        for term, v in first.items():
-            t[term] = t.get(term, 0.0) + v
-        if create:
-            t["meta"] = t.get("meta", 0.0) + 1.0 / env.get("Tm", 0, kk)   # equations (1)/(2): one create per round
-        for term, v in t.items():
-            terms[term] += count * v
-    first_op.note(sum(firsts[0].values()), shapes[0][1], shapes[0][2], notes)
+    for term, v in t.items():
+        terms[term] += R * v
     bounds = _bounds(task, price, k, create)
     run_cpu.notes(notes)
     return StagePrediction(stage.name, "refined", N, C, S, k, R, task.D, task.D_write, task.D_N, task.alpha, terms,
@@ -226,7 +220,7 @@ def _bounds(task, price, k, create) -> dict:
 
 
 def _ops_per_slot(task, R) -> dict:
-    """metric -> the ops a slot's R rounds do at it (the partial round among them): one run's draws (intervals)."""
+    """metric -> the ops a slot's R rounds do at it: one run's draws (intervals)."""
     per_slot = {}
     for t, n in task.ops.items():
         for m in (("Tm", "Ts", "Tf") if TERM_METRIC[t] == "Tm" else (TERM_METRIC[t],)):

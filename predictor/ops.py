@@ -4,14 +4,13 @@
 
 Components: 1-to-1 reads of a local and of a remote replica, N-to-1 reads of the shared input, writes, and
 metadata ops; each is looked up at one envelope throughput (TERM_METRIC). The refined model's terms
-(predictor/terms/) that shape the ops are applied here, in this order: data_ops, alpha_files, redirect, reopen,
-metadata.
+(predictor/terms/) that shape the ops are applied here, in this order: data_ops, alpha_files, reopen, metadata.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .terms import alpha_files, data_ops, metadata, redirect, reopen
+from .terms import alpha_files, data_ops, metadata, reopen
 
 TERMS = ("meta", "read_local", "read_remote", "read_shared", "write")
 # component -> the envelope throughput its ops are looked up at
@@ -25,7 +24,6 @@ class TaskOps:
     ops: dict             # component -> ops per task (> 0 only)
     size: dict            # component -> bytes per op
     reopened: dict        # read component -> opens per file (> 1 only; term reopen)
-    at_exit: float        # write ops whose data leave at exit, charged as creates (term redirect)
     n_stat: float         # of the metadata ops, those at Ts
     n_fstat: float        # and at Tf
     D: float              # bytes read per task (1-to-1), as charged
@@ -58,9 +56,8 @@ def task_ops(stage, surface, on, need, notes) -> TaskOps:
         ops["read_shared"], size["read_shared"] = data_ops.split(D_N, data_ops.shared_files(stage, on, D_N), on)
     if need["write"]:
         ops["write"], size["write"] = data_ops.split(D_w, stage.write.files_per_task, on)
-    at_exit = redirect.at_exit(stage, ops, on)
     reopened = reopen.opens(stage, ops, on)
     reopen.apply(ops, size, reopened)
-    n_stat, n_fstat = metadata.charge(stage, surface, ops, size, at_exit, on, notes)
+    n_stat, n_fstat = metadata.charge(stage, surface, ops, size, on, notes)
     ops = {t: n for t, n in ops.items() if n > 0}
-    return TaskOps(ops, size, reopened, at_exit, n_stat, n_fstat, D, D_N, D_w, alpha)
+    return TaskOps(ops, size, reopened, n_stat, n_fstat, D, D_N, D_w, alpha)

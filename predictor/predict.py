@@ -69,8 +69,7 @@ def parse_refine(text: str | None):
     pos = [x for x in items if x[0] not in "+-"]
     gone = [x for x in neg + plus + pos if x in REMOVED]
     if gone:
-        raise ValueError(f"--refine: refinement {gone[0]!r} was removed (refuted on held-out data: "
-                         f"{REMOVED[gone[0]]})")
+        raise ValueError(f"--refine: refinement {gone[0]!r} was {REMOVED[gone[0]]}")
     bad = [x for x in neg + plus + pos if x not in REFINEMENTS]
     if bad:
         raise ValueError(f"--refine: unknown refinement {bad[0]!r} (known: {', '.join(REFINEMENTS)})")

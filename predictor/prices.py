@@ -2,10 +2,9 @@
 
     price = Prices(stage, surface, env, task, on, notes)
     price.rates(k)          # component -> ops/s
-    price.first(k, s)       # component -> seconds a task's first op costs beyond (term first_op, first_slots)
 
-The terms that price an op (predictor/terms/): call_size picks the envelope, own_reads blends in the warm and
-young ones, op_size looks the op's size up, first_op scales a process's later ops, metadata mixes Tm, Ts and Tf,
+The terms that price an op (predictor/terms/): call_size picks the envelope, own_reads blends in the warm one,
+op_size looks the op's size up, first_op scales a process's later ops, metadata mixes Tm, Ts and Tf,
 cpu (inside the look-ups, predictor/lookups.py) moves each value for the run's CPU conditions.
 """
 from __future__ import annotations
@@ -15,14 +14,13 @@ from .terms import call_size, first_op, metadata, op_size, own_reads
 
 
 class Prices:
-    def __init__(self, stage, surface, env, task, on, notes):
+    def __init__(self, stage, surface, env, task, on):
         ops = task.ops
         self.env, self.task, self.on = env, task, on
         self.envs = {t: call_size.lookups(env, stage, t, TERM_METRIC[t], on) for t in ops}
         self.spread = op_size.points(stage, task.size, task.reopened, on)
-        self.own = own_reads.OwnReads(stage, surface, env, self.envs, ops, task.alpha, TERM_METRIC, on, notes)
+        self.own = own_reads.OwnReads(stage, surface, env, ops, TERM_METRIC, on)
         self.later = first_op.later_factors(stage, surface, env, ops, task.reopened, TERM_METRIC, on)
-        self.first = first_op.FirstSlots(surface, env, self.envs, ops, task.at_exit, TERM_METRIC, on).premium
 
     def _rate(self, e, t, k):
         return op_size.rate(e, TERM_METRIC[t], self.task.size[t], self.spread.get(t),
@@ -33,7 +31,7 @@ class Prices:
         for t, n in task.ops.items():
             if TERM_METRIC[t] == "Tm":
                 out[t] = metadata.rate(self.env, n, task.n_stat, task.n_fstat, k)
-            elif t in self.own:          # reads of the run's own outputs: young, warm, the rest cold
+            elif t in self.own:          # reads of the run's own outputs: warm, the rest cold
                 out[t] = self.own.rate(t, self.envs[t], lambda e: self._rate(e, t, k))
             else:
                 out[t] = self._rate(self.envs[t], t, k)

@@ -110,6 +110,10 @@ def test_db_without_points_table(tmp_path):
                                 "the median better but three stages farther, which its rule did not allow)"),
     (["--refine", "slots,measured_wait"], "--refine: refinement 'measured_wait' was removed (refuted on held-out "
                                           "data: pass AK: median 11.6 -> 13.8 %, the 4-host fan-outs +50..+90 %)"),
+    (["--refine=+balance"], "--refine: refinement 'balance' was removed by the ablation "
+                            "(docs/experiments/ablation.md)"),
+    (["--refine", "slots,young_reads"], "--refine: refinement 'young_reads' was removed by the ablation "
+                                        "(docs/experiments/ablation.md)"),
     (["--files", "gfarm"], "--files says which traced files --validate counts: give it with --validate DB:RUN"),
     (["--calibrate", "--validate", "x.db:r", "--variant", "faithful"],
      "--calibrate corrects the refined variant: give --variant refined or all"),

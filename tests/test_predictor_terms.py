@@ -17,9 +17,11 @@ def test_every_switch_belongs_to_one_term_and_is_on_by_default():
     owned = [s for t in terms.TERMS for s in t.SWITCHES]
     assert sorted(owned) == sorted(set(owned)) == sorted(model.REFINEMENTS)
     assert model.DEFAULT == model.REFINEMENTS and model.OPT_IN == ()
-    assert len(terms.TERMS) == 13 and len(model.REFINEMENTS) == 24
-    assert terms.owner("stat_cache") is terms.metadata and terms.owner("first_slots") is terms.first_op
-    assert set(terms.REMOVED) == {"later_share", "later_beyond", "served_overlap", "measured_wait", "later_warm"}
+    assert len(terms.TERMS) == 11 and len(model.REFINEMENTS) == 17
+    assert terms.owner("stat_cache") is terms.metadata and terms.owner("first_op") is terms.first_op
+    assert set(terms.REMOVED) == {"later_share", "later_beyond", "served_overlap", "measured_wait", "later_warm",
+                                  "partial_round", "balance", "redirect", "call_gap", "failed_lookups",
+                                  "young_reads", "first_slots"}
     assert not set(terms.REMOVED) & set(model.REFINEMENTS)
 
 

@@ -1,21 +1,13 @@
-"""Slots and rounds: S = C × procs per host tasks run at once, and the last round holds only the tasks left.
+"""Slots and rounds: S = C × procs per host tasks run at once.
 
-The paper runs one task per node per round: C concurrent tasks, ⌈N/C⌉ full rounds. A host with p slots runs p
-tasks at once, so (`slots`)
+The paper runs one task per node per round: C concurrent tasks, ⌈N/C⌉ rounds. A host with p slots runs p tasks at
+once, so (`slots`)
 
-    S = C · p,    ⌈N/S⌉ rounds
-
-and (`partial_round`) the last round of a stage whose N is not a multiple of S holds N mod S tasks, which do I/O
-at k = min(k, N mod S) at once:
-
-    ⌊N/S⌋ rounds at k, and one round at min(k, N mod S)
-
-(without it every round is charged at k). N here is the task count the rounds are counted over (term `balance`
-may raise it to the busiest host's share × C).
+    S = C · p,    R = ⌈N/S⌉ rounds, each charged at the I/O concurrency k (term `io_overlap`)
 """
 from mtcio.predictor import formulas
 
-SWITCHES = ("slots", "partial_round")
+SWITCHES = ("slots",)
 STAGE_FIELDS = ("hosts", "procs_per_host")
 ENVELOPE_METRICS = ()
 
@@ -26,11 +18,6 @@ def slots(stage, on) -> int:
     return stage.hosts * p
 
 
-def shapes(Nr: int, S: int, k: float, on) -> tuple:
-    """(R, [(rounds, I/O concurrency, processes starting at once)]) for Nr tasks on S slots."""
-    if "partial_round" in on:
-        full, rem = divmod(Nr, S)
-        R = full + (1 if rem else 0)
-        return R, ([(full, k, S)] if full else []) + ([(1, min(k, float(rem)), min(S, rem))] if rem else [])
-    R = formulas.rounds(Nr, S)
-    return R, [(R, k, S)]
+def count(N: int, S: int) -> int:
+    """R: the rounds N tasks take on S slots."""
+    return formulas.rounds(N, S)
