@@ -4,8 +4,9 @@
     got = outcome(predict_stage(stage_from_plain(case["stage"]), surface_from_plain(...), ...))
     assert differences(case["outcome"], got) == []
 
-tests/fixtures/predictor/golden.json.gz holds them (tests/helpers/golden_capture.py writes it from the code as it was
-before the refined model became a sum of terms); tests/test_predictor_golden.py asserts the code still predicts them.
+tests/fixtures/predictor/golden.json.gz holds them (tests/helpers/golden_capture.py writes it from the code before a
+change to the model: last after the ablation of issue 52); tests/test_predictor_golden.py asserts the code still
+predicts them.
 """
 from __future__ import annotations
 

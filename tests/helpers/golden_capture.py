@@ -6,7 +6,7 @@ Cases:
 - every stage and envelope surface the predictor's tests predict in process (tests/test_predictor_*.py,
   tests/test_db_scaling.py, tests/test_scaling_fixture.py, run here under pytest with the model's entry points
   recorded): the faithful prediction, the default refined one and the refined one with the test's own set of
-  refinements (less the refuted opt-in ones, which issue 52 deletes);
+  refinements (less the refuted opt-in ones, which issue 52 deleted);
 - the shipped Montage model (montage_example/montage.yaml) with the shipped envelope, and the models of the two
   traced runs of tests/fixtures/scale (16 tiles on 2 hosts, 64 on 4) with that db's two envelopes (1 MiB and
   8 KiB calls) and with the shipped one: faithful, default refined, none, and the default less each refinement.
@@ -203,7 +203,8 @@ def main():
         todo += [o for o in rec.surfaces[todo.pop()]["others"] if o not in used_s]
         used_s |= set(todo)
     surfaces = {k: rec.surfaces[k] for k in sorted(used_s)}
-    doc = {"about": "predictions of the code before the refined model became a sum of terms (issue 52); "
+    doc = {"about": "predictions of the refined model as a sum of terms, after the ablation removed seven of its "
+                    "refinements (issue 52, docs/experiments/ablation.md); "
                     "written by tests/helpers/golden_capture.py, checked by tests/test_predictor_golden.py",
            "rows": {k: rec.rows[k] for k in sorted({s["rows"] for s in surfaces.values()})},
            "surfaces": surfaces,
