@@ -155,12 +155,15 @@ def int_axis(ax, values, axis="y", text="concurrency k (processes in I/O at once
 def colorbar(fig, mappable, ax, text, values):
     """A colour bar with plain-number ticks on 1-2-5 steps over the values shown."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-    cb = fig.colorbar(mappable, ax=ax)
-    cb.set_label(text)
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
-    if len(v):
-        cb.ax.yaxis.set_major_locator(FixedLocator(nice_ticks(float(v.min()), float(v.max()))))
+    ticks = nice_ticks(float(v.min()), float(v.max())) if len(v) else []
+    if ticks:      # nice_ticks may take a tick a hair outside the values (100 for 100.07): the bar reaches it
+        mappable.set_clim(min(float(v.min()), ticks[0]), max(float(v.max()), ticks[-1]))
+    cb = fig.colorbar(mappable, ax=ax)
+    cb.set_label(text)
+    if ticks:
+        cb.ax.yaxis.set_major_locator(FixedLocator(ticks))
         cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda x, _: plain(x)))
         cb.ax.yaxis.set_minor_locator(NullLocator())
     return cb
