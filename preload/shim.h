@@ -135,7 +135,10 @@ struct shim_opts {
     char *incl_raw, *excl_raw;        /* MTCPROF_INCLUDE / MTCPROF_EXCLUDE as given (copied into the log) */
     char *mounts_raw;                 /* MTCPROF_GFARM_MOUNTS */
     int mounts_given;                 /* it was set: the launcher listed the gfarm2fs mounts */
+    char *cpus_online;                /* MTCPROF_CPUS_ONLINE ("" unset): /sys/devices/system/cpu/online as the
+                                       * launcher read it, so that no traced process opens sysfs (~20 us) */
 };
+#define CPUS_ONLINE_MAX 256
 /* who the process image is: the strings and numbers of its PROC record */
 struct shim_task {
     pid_t pid;
