@@ -145,6 +145,7 @@ size_t abs_path(struct shim_tables *t, int dirfd, const char *path, char *out)
  * stand-in "?cwd=<st_dev>:<st_ino>" (FORMAT.md) */
 void cwd_update(struct shim_paths *w)
 {
+    w->gen++;
     long r = syscall(SYS_getcwd, w->cwd, PATH_MAX);
     if (r < 0 || w->cwd[0] != '/') {
         struct stat st;
@@ -269,10 +270,23 @@ struct frec *frec_get(struct shim_tables *t, const char *p, size_t pl, uint32_t 
 }
 struct frec *frec_at(struct shim_tables *t, int dirfd, const char *path, uint32_t flags)
 {
+    /* a path that does not depend on dirfd: remembered with the cwd and root it was resolved under (t->memo) */
+    size_t pl = 0;
+    int memo = ST && path && (dirfd == AT_FDCWD || path[0] == '/');
+    if (memo) {
+        pl = strlen(path);
+        if (t->memo_f && pl == t->memo_len && t->memo_gen == t->where.gen && !memcmp(path, t->memo, pl))
+            return found(t->memo_f, flags);
+    }
     char buf[PATH_MAX];
     size_t n = abs_path(t, dirfd, path, buf);
     if (!n || excluded(&t->where, buf, n)) return NULL;
-    return frec_get(t, buf, n, flags);
+    struct frec *f = frec_get(t, buf, n, flags);
+    if (memo && f && pl < sizeof t->memo) {
+        memcpy(t->memo, path, pl);
+        t->memo_len = (uint32_t)pl; t->memo_gen = t->where.gen; t->memo_f = f;
+    }
+    return f;
 }
 
 /* ofd pool: Treiber stack with a tag against ABA */
