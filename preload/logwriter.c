@@ -455,6 +455,9 @@ static int write_image(struct shim_process *p, int last_try)
         if (p->w.fd < 0) { warn_once(&p->warn, "cannot create log", tmp, errno); errno = saved; return -1; }
     }
     p->w.len = 0; p->w.err = 0; p->w.nrec = 0; p->w.total = 0;
+    /* a log of many files fills the whole buffer: its pages faulted in at once (see prefault in tables.c) */
+    if (__atomic_load_n(&p->tab.nfrec, __ATOMIC_RELAXED) >= 512)
+        syscall(SYS_madvise, (uintptr_t)p->w.buf & ~(uintptr_t)4095, LOG_BUF_BYTES + 4096, MADV_POPULATE_WRITE);
 
     /* header */
     char hdr[32] = {0};
