@@ -207,11 +207,15 @@ def main(args: argparse.Namespace) -> int:
                 out = wfformat_export.text(doc)
             else:
                 trace = chrome_trace(s, args.run, with_ops=not args.no_ops)
-                out = json.dumps(trace, separators=(",", ":")) + "\n"
+                out = None
         if args.output == "-":
-            sys.stdout.write(out)
+            if out is None:
+                json.dump(trace, sys.stdout, separators=(",", ":"))
+                sys.stdout.write("\n")
+            else:
+                sys.stdout.write(out)
         else:
-            _store.write_private(args.output, out)
+            _store.write_private(args.output, out if out is not None else json.dumps(trace, separators=(",", ":")))
     except BrokenPipeError:     # `-o - | head`: the reader has seen enough; mtcprof's guard ends quietly, exit 0
         raise
     except OSError as e:
