@@ -174,7 +174,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "examples:\n  mtcprof export --db mtc.db --run montage1 -o trace.json\n"
         "  mtcprof export --db mtc.db --run montage1 --format wfformat -o montage1.json            # WfFormat 1.5\n"
         "  mtcprof export --db mtc.db --run montage1 --format wfformat --schema-version 1.6 -o m.json\n\n"
-        + exit_table({1: "failed: the output could not be written",
+        + exit_table({1: "failed: the output could not be written, or an unexpected error",
                       2: "bad input: bad options, a db that is missing or not an mtcio db, a --run it does not "
                          "have or one with no tasks (wfformat)"}))
 

@@ -1,4 +1,4 @@
-"""`mtcprof model --db DB --run R -o workflow.yaml`: the per-stage workflow model the predictor reads.
+"""`mtcprof model --db DB --run R -o workflow.yaml`, or `--from-wfformat INSTANCE.json`: the workflow model.
 
 The schema is db/workflow_model.py (one loader, used by mtcpredict too); see db/README.md.  The file is written
 mode 0600 (a trace's paths and names are private).  A stage whose processes dropped records at the shim's limits
