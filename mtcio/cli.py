@@ -20,8 +20,8 @@ _MTCPROF_SUBCOMMANDS = {
     "model": ("mtcio.db.model", "write the per-stage workflow model (YAML) the predictor reads, of a traced run "
                                  "or a WfFormat instance"),
     "report": ("mtcio.db.report", "write a self-contained HTML report of a run (stages, locality, files, timeline)"),
-    "export": ("mtcio.db.export_chrome", "export a run as Chrome-trace JSON (Perfetto) or as a WfFormat instance (WfCommons, "
-                                         "WRENCH)"),
+    "export": ("mtcio.db.export_chrome", "export a run as Chrome-trace JSON (Perfetto) or as a WfFormat instance "
+                                         "(WfCommons, WRENCH)"),
     "plugin-path": ("mtcio.pwrake_plugin.plugin_path", "print where the Rake/Pwrake tracing plugin is (for -I / -r)"),
     "pwrake-import": ("mtcio.db.pwrake_import", "import Pwrake's own profile (task.csv, command.csv) next to a traced run"),
 }
