@@ -454,8 +454,8 @@ def build_scaled(s: Store, runs: list[str], sizes: list[float], scope: str = "au
 def _from_wfformat(args: argparse.Namespace) -> int:
     from mtcio.db import wfformat, wfformat_model
     from mtcio.exitcodes import printable
-    for opt, v in (("--db", args.db), ("--run", args.run), ("--size", args.size), ("--envelope-run",
-                                                                                    args.envelope_run)):
+    for opt, v in (("--db", args.db), ("--run", args.run), ("--size", args.size),
+                   ("--envelope-run", args.envelope_run), ("--files", None if args.files == "auto" else args.files)):
         if v is not None:
             print(f"mtcprof model: {opt} models a traced run; --from-wfformat models an instance: give one of them",
                   file=sys.stderr)
@@ -472,11 +472,17 @@ def _from_wfformat(args: argparse.Namespace) -> int:
         print(f"mtcprof model: {printable(e.filename or args.from_wfformat)}: {e.strerror or e}", file=sys.stderr)
         return 2
     output = args.output or "-"
-    if output == "-":
-        sys.stdout.write(out)
-        sys.stdout.flush()
-    else:
-        store.write_private(output, out)
+    try:
+        if output == "-":
+            sys.stdout.write(out)
+            sys.stdout.flush()
+        else:
+            store.write_private(output, out)
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        print(f"mtcprof model: {printable(e.filename or output)}: {e.strerror or e}", file=sys.stderr)
+        return 2
     print(f"mtcprof model: {printable(args.from_wfformat)}: WfFormat {inst.version}, {len(inst.tasks)} tasks, "
           f"{len(wf.stages)} stages on {hosts} hosts x {slots} slots -> {output}", file=sys.stderr)
     print(f"mtcprof model: α by the placement rule: {wfformat_model.PLACEMENT}", file=sys.stderr)

@@ -27,9 +27,8 @@ def _mtcprof(*args):
                            *map(str, args)], capture_output=True, text=True)
 
 
-@pytest.fixture(scope="module")
-def montage_db(testbed, tmp_path_factory):
-    base = tmp_path_factory.mktemp("wfmontage")
+def _montage_db(testbed, base):
+    """The tiny mosaic traced with placement on 2 hosts: (db, hosts, the run's Gfarm folder)."""
     src = str(base / "src")
     prepare.prepare(src, "tiny")
     hosts = testbed.hosts[:2]
@@ -43,13 +42,19 @@ def montage_db(testbed, tmp_path_factory):
     finally:
         shutil.rmtree(logs, ignore_errors=True)
     assert "mtcprof: run tiny stored in" in res.stderr, res.stderr
-    yield base, db, hosts
-    shutil.rmtree(testbed.mount(hosts[0]) + top, ignore_errors=True)
+    return db, hosts, testbed.mount(hosts[0]) + top
 
 
-@pytest.mark.parametrize("version", ["1.5", "1.6"])
-def test_tiny_montage_exported(montage_db, version):
-    base, db, hosts = montage_db
+def test_tiny_montage_exported(testbed, tmp_path):
+    db, hosts, folder = _montage_db(testbed, tmp_path)
+    try:
+        for version in ("1.5", "1.6"):
+            _check_export(tmp_path, db, hosts, version)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _check_export(base, db, hosts, version):
     out = str(base / f"tiny-{version}.json")
     r = _mtcprof("export", "--db", db, "--run", "tiny", "--format", "wfformat", "--schema-version", version,
                  "-o", out)
