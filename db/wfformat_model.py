@@ -113,7 +113,9 @@ def build(inst: Instance, hosts: int, slots: int):
             own = [f for f in ins if readers[f] == 1]
             home = max(own, key=size) if own else None
             home_origin = writer.get(home, ("input", home)) if home is not None else ()
-            per = {"1-1": [0.0, 0], "N-1": [0.0, 0]}
+            for cls in (one, sh):          # this task's bytes and files of each class, summed below
+                cls["bytes"].append(0.0)
+                cls["files"].append(0)
             for f in ins:
                 cls = one if readers[f] == 1 else sh
                 b = size(f) * rf
@@ -124,13 +126,8 @@ def build(inst: Instance, hosts: int, slots: int):
                 cls["pairs"].append(min(b, size(f)) if size(f) else b)
                 if f in writer:
                     cls["warm"] += b
-                k = per["1-1" if readers[f] == 1 else "N-1"]
-                k[0] += b
-                k[1] += 1
-            one["bytes"].append(per["1-1"][0])
-            one["files"].append(per["1-1"][1])
-            sh["bytes"].append(per["N-1"][0])
-            sh["files"].append(per["N-1"][1])
+                cls["bytes"][-1] += b
+                cls["files"][-1] += 1
             wr["bytes"].append(sum(size(f) * wf_ for f in outs))
             wr["files"].append(len(outs))
             wr["size"] += out_size
