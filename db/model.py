@@ -492,9 +492,9 @@ def _from_wfformat(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.from_wfformat is not None:
+    if getattr(args, "from_wfformat", None) is not None:     # (a Namespace built by hand may lack the new options)
         return _from_wfformat(args)
-    if args.hosts is not None or args.slots is not None:
+    if getattr(args, "hosts", None) is not None or getattr(args, "slots", None) is not None:
         print("mtcprof model: --hosts and --slots are for --from-wfformat (a traced run has its own)", file=sys.stderr)
         return 2
     missing = [o for o, v in (("--db", args.db), ("--run", args.run), ("-o/--output", args.output)) if v is None]
