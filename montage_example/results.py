@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import textwrap
 
@@ -60,6 +61,38 @@ def update(path: str, section: str, fn) -> None:
     save(data, path)
 
 
+def set_overhead_row(path: str, row: dict) -> None:
+    """One row of the "overhead" section, replacing the row of the same command (a new row last)."""
+    def put(section):
+        rows = section.setdefault("rows", [])
+        i = next((i for i, r in enumerate(rows) if r["command"] == row["command"]), None)
+        if i is None:
+            rows.append(row)
+        else:
+            rows[i] = row
+    update(path, "overhead", put)
+
+
+def command_line(script: str, argv, drop=("--results", "--pass"), hide=("--keep", "--predict-only", "--score")) -> str:
+    """The command that reproduces a bench's figures, as the page shows it: `drop`'s options left out (with their
+    values) and `hide`'s values shown as DIR (no folder of the machine that ran it)."""
+    out, skip = ["python", script], False
+    for i, x in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        name = x.split("=", 1)[0]
+        if name in drop:
+            skip = "=" not in x
+            continue
+        if name in hide:
+            out.append(f"{name} DIR" if "=" not in x else f"{name}=DIR")
+            skip = "=" not in x
+            continue
+        out.append(shlex.quote(x))
+    return " ".join(out)
+
+
 # --------------------------------------------------------------------------------- rendering
 def para(text: str, indent: str = "", first: str | None = None) -> list[str]:
     """A paragraph wrapped at WIDTH, a number never parted from its unit (" %")."""
@@ -74,6 +107,10 @@ def bullets(items) -> list[str]:
 
 def pct(x, signed: bool = False, digits: int = 0) -> str:
     return "" if x is None else f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def seconds(x) -> str:
+    return "" if x is None else f"{x:,} s"
 
 
 def field(d: dict, key: str, where: str):
@@ -95,7 +132,8 @@ def scale_section(s: dict) -> list[str]:
         raise ResultsError("scale: no passes")
     out = ["## Trace small, predict large (`tests/bench/scale_predict.py`)", ""]
     runs = "; ".join(f"{'**' if i == 0 else ''}pass {p['pass']}{'**' if i == 0 else ''} at {p['commit']}, "
-                     f"{p['when']} ({p['seconds']} s, {p['conditions']})" for i, p in enumerate(passes))
+                     f"{p['when']} ({', '.join(x for x in (seconds(p.get('seconds')), p.get('conditions')) if x)})"
+                     for i, p in enumerate(passes))
     out += para(f"`{field(s, 'command', 'scale')}`: {field(s, 'what', 'scale')} {field(s, 'rule', 'scale')} "
                 f"Newest first: {runs}.")
     out += ["", "| target | pass | with `rake -P` graph: median / p90 / whole | fits alone | same-configuration "
@@ -117,7 +155,7 @@ def same_config_section(s: dict) -> list[str]:
     w = "same_config"
     out = ["## Same configuration (`tests/bench/montage_predict.py`)", ""]
     out += para(f"`{field(s, 'command', w)}`: {field(s, 'configurations', w)} (pass {field(s, 'pass', w)}, "
-                f"{field(s, 'when', w)}, {field(s, 'seconds', w):,} s, {field(s, 'conditions', w)}; "
+                f"{field(s, 'when', w)}, {seconds(field(s, 'seconds', w))}, {field(s, 'conditions', w)}; "
                 f"{field(s, 'stage_runs', w)} stage-runs).")
     out += ["", "| variant | median | p90 | whole-workflow I/O: median (max) | inside its 90 % interval |",
             "|---|---|---|---|---|"]

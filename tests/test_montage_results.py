@@ -58,3 +58,25 @@ def test_a_new_pass_puts_the_notes_under_the_pass_they_were_written_on(tmp_path)
            "|  | 2 | 19 % / 56 % / +1.5 % |" in page
     assert "Notes written on pass 2, before pass 3's figures:\n- Targets" in page
     assert page.count("| 100 tiles x 3 hosts | 2 |") == 1
+
+
+def test_an_overhead_row_replaces_the_row_of_its_command(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text((ROOT / "montage_example" / "results.json").read_text())
+    cmd = "python tests/bench/montage_overhead.py --preset demo --repeat 15"
+    results.set_overhead_row(str(path), {"command": cmd, "what": "9 tiles", "ratio": 1.0104, "detail": "rounds x"})
+    results.set_overhead_row(str(path), {"command": "python tests/bench/montage_overhead.py", "what": "new",
+                                         "ratio": 0.99, "detail": "rounds y"})
+    rows = results.load(str(path))["overhead"]["rows"]
+    assert [r["command"] for r in rows] == ["python tests/bench/montage_overhead.py --preset paper --repeat 11", cmd,
+                                            "BENCH_DISK_REPS=0 BENCH_GFARM_REPS=0 python tests/bench/shim_bench.py",
+                                            "python tests/bench/montage_overhead.py"]
+    page = results.render(results.load(str(path)))
+    assert f"| `{cmd}` | 9 tiles | 1.010 (rounds x) |\n" in page
+
+
+def test_the_command_shown_names_no_folder():
+    assert results.command_line("tests/bench/montage_predict.py", ["--keep", "/var/x", "--results", "r.json",
+                                                                   "--pass=AX", "--repeat", "4", "--predict-only=/y",
+                                                                   "--", "--bootstrap", "0"]) == \
+        "python tests/bench/montage_predict.py --keep DIR --repeat 4 --predict-only=DIR -- --bootstrap 0"

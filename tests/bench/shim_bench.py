@@ -11,9 +11,15 @@
 Traced runs use the environment `mtcprof run` sets (preload/run.py shim_env). Runs alternate untraced/traced and
 report the median of several repetitions.
 Targets: <= 40 ns added per pread; goal <= 1.05 on the tmpfs copy.
+
+    [BENCH_REPS=11 BENCH_COPY_REPS=31 BENCH_DISK_REPS=11 BENCH_GFARM_REPS=9] python tests/bench/shim_bench.py
+        [--results FILE]
+(--results FILE: the first copy's ratio also written as this command's row of FILE's "overhead" section, e.g.
+montage_example/results.json; `python -m montage_example.results` renders RESULTS.md.)
 """
 from __future__ import annotations
 
+import argparse
 import fcntl
 import json
 import os
@@ -28,6 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from mtcio.preload.run import shim_env  # noqa: E402
 from mtcio.preload.testing import LIB, env_for, prog  # noqa: E402
 from mtcio.testbed.sh import as_user, in_host, user_env  # noqa: E402
+from montage_example import results  # noqa: E402
 
 REPS = int(os.environ.get("BENCH_REPS", "11"))
 COPY_REPS = int(os.environ.get("BENCH_COPY_REPS", "31"))
@@ -133,6 +140,9 @@ def processes(logdir: str) -> tuple[float, float, float]:
 
 
 def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", metavar="FILE", help="write the first copy's ratio into this results file too")
+    a = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="shim_bench.")
     on_tmpfs = os.geteuid() == 0 and subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=1g", "shim_bench", tmp]).returncode == 0
@@ -169,6 +179,16 @@ def main() -> int:
         for label, (u, t) in copies:
             print(f"{label:34s} {u:12.4f} {t:12.4f} {t - u:10.4f} {t / u:7.3f}"
                   f"   goal: <= 1.05 -> {'OK' if t / u <= 1.05 else 'MISSED'}")
+        if a.results:
+            fs = fs_type(tmp)
+            u, t = copies[0][1]
+            env = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ) if k.startswith("BENCH_"))
+            results.set_overhead_row(a.results, {
+                "command": (env + " " if env else "") + results.command_line("tests/bench/shim_bench.py",
+                                                                             sys.argv[1:]),
+                "what": f"`cp -r` of 2,000 small files on a {fs}" + (", the worst case" if fs == "tmpfs" else ""),
+                "ratio": round(t / u, 3), "detail": f"{time.strftime('%Y-%m-%d')}; goal 1.05"})
+            print(f"written into {a.results} (python -m montage_example.results renders the page)")
         u, ld, t = processes(logdir)
         for label, x in (("process start+exit, /bin/true (us)", t), ("  same, shim loaded, not tracing", ld)):
             print(f"{label:34s} {u * 1e6:12.1f} {x * 1e6:12.1f} {(x - u) * 1e6:10.1f} {x / u:7.3f}")
