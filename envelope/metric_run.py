@@ -19,6 +19,18 @@ from .progress import Progress
 from .sweep import Step, Sweep
 from .target import Target
 
+# The common start's headroom (engine --start-at), set by hand on the testbed (2 cores) when the start became
+# adaptive (7c076f3), the first delays earlier (8212cbc); not fitted: the first delay per backend, more per process
+# started, a run whose host was late by more than LATE_NS grows it by LATE_GROWTH up to MAX_DELAY_S, and after
+# ON_TIME_RUNS runs on time it shrinks by SHRINK towards the first.
+START_DELAY_S = {"gfarm": 0.4, "posix": 0.15}
+DELAY_PER_PROC_S = 0.004
+LATE_NS = 50_000_000
+LATE_GROWTH = 1.25
+MAX_DELAY_S = 1.5
+ON_TIME_RUNS = 10
+SHRINK = 0.8
+
 
 class MetricRunner:
     """Runs the steps of a sweep, each one engine run per host started together, and turns their outputs into
@@ -37,7 +49,7 @@ class MetricRunner:
         self.log = log or (lambda m: print(m, file=sys.stderr))
         self.agents = {h: Agent(h, target.launcher) for h in target.hosts}
         self.delay = sweep.start_delay if sweep.start_delay is not None else \
-            (0.4 if target.backend == "gfarm" else 0.15)
+            START_DELAY_S["gfarm" if target.backend == "gfarm" else "posix"]
         self.place = Placement(sweep.workdir, run_name, target.hosts, self.helper, sweep.timeout, self.log)
         self.caches = CacheEviction(target, sweep, self.agents)
         self.written: dict[tuple, dict] = {}    # (size, ppn, h, rep) -> write state
@@ -59,7 +71,7 @@ class MetricRunner:
         """Run one engine per host, started together; (runs, error of the whole run)."""
         # headroom for every host to fork and initialise its workers: grows with the process
         # count (2 cores here) and with lateness seen so far
-        delay = max(self.delay, self.base_delay + 0.004 * nprocs)
+        delay = max(self.delay, self.base_delay + DELAY_PER_PROC_S * nprocs)
         self.last_delay = delay
         start = eng.start_time(delay)
         jobs = [(self.agents[h], argv_of(j, h, start) + self.hogs_argv(j)) for j, h in enumerate(hosts)]
@@ -84,13 +96,13 @@ class MetricRunner:
         # a host passed the common instant well before it was ready: more headroom (small
         # lateness is wake-up latency on a loaded machine, which more headroom does not cure;
         # every point's config keeps late_start_ns)
-        if late > 50_000_000:
-            self.delay = min(1.5, max(self.delay, (delay + late / 1e9) * 1.25))
+        if late > LATE_NS:
+            self.delay = min(MAX_DELAY_S, max(self.delay, (delay + late / 1e9) * LATE_GROWTH))
             self.on_time = 0
         else:
             self.on_time += 1
-            if self.on_time >= 10 and self.delay > self.base_delay:
-                self.delay = max(self.base_delay, self.delay * 0.8)
+            if self.on_time >= ON_TIME_RUNS and self.delay > self.base_delay:
+                self.delay = max(self.base_delay, self.delay * SHRINK)
                 self.on_time = 0
         return runs, ("; ".join(errs) if errs else None)
 

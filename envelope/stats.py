@@ -1,4 +1,4 @@
-"""The 90 % confidence interval of a point's rate, for its precision target (measure.py); how far its repeats swung.
+"""The 90 % confidence interval of a point's rate, for its precision target (precision.py); how far its repeats swung.
 
 A rate (ops/s, bytes/s) stands for a time per op or byte, and times are what average: a point's value is
 the harmonic mean of its repeats (the rate of their mean time), and its interval is the mean time's,
