@@ -1,4 +1,4 @@
-"""The 90 % confidence interval of a point's rate, for its precision target (measure.py); how far its repeats swung.
+"""The 90 % confidence interval of a point's rate, for its precision target (precision.py); how far its repeats swung.
 
 A rate (ops/s, bytes/s) stands for a time per op or byte, and times are what average: a point's value is
 the harmonic mean of its repeats (the rate of their mean time), and its interval is the mean time's,
@@ -55,11 +55,16 @@ def quartiles(values: Sequence[float]) -> tuple:
     return v[round(0.25 * (len(v) - 1))], v[round(0.75 * (len(v) - 1))]
 
 
-# an envelope whose op-rate points swung in this share or more is said to have been measured on an unsteady machine
+# an envelope whose op-rate points swung in this share or more is said to have been measured on an unsteady machine:
+# set between the passes' envelopes when the warning came (2827551): 0-2 of ~300 points swung where the machine was
+# steady, 36-39 (12-13 %) where it was slow for minutes (passes AH, AJ, docs/experiments/montage-passes.md); not fitted
 SWUNG_SHARE = 0.10
+# a point swung when its upper quartile is this many times its lower one (the same commit: a stall in one repeat of
+# five does not reach it, minutes of slow repeats do)
+SWING = 2.0
 
 
-def swung(values: Sequence[float], swing: float = 2.0) -> bool:
+def swung(values: Sequence[float], swing: float = SWING) -> bool:
     """Whether a point of 5 or more repeats has its upper quartile more than ``swing`` x its lower one: the machine
     moved between quick and slow minutes while it was measured (a stall in one repeat of five does not count)."""
     if len(values) < 5:

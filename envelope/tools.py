@@ -63,7 +63,7 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
     from mtcio.db import envelope_rows
     from mtcio.db import store as dbstore
     from .agent import Agent
-    from .measure import Progress
+    from .progress import Progress
     from .sweep import KIND_METRICS, MeasureError, Step
 
     drv = require(tool)
@@ -136,7 +136,7 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
             except (ParseError, ValueError) as e:
                 err = str(e)
             if err:
-                from .measure import failed_points
+                from .metric_run import failed_points
                 pts = [Point.failed(p.metric, p.file_size, p.procs_per_host, p.hosts, p.repeat,
                                     tool, err, version, cfg)
                        for r in range(sweep.repeat)
@@ -158,7 +158,7 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
                 pass
         for a in agents.values():
             a.kill()
-        from .measure import set_status
+        from .persistence import set_status
         try:
             set_status(conn, name, "interrupted" if interrupted else
                        "complete" if sys.exc_info()[0] is None else "failed")

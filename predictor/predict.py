@@ -17,6 +17,10 @@ import random
 from .model import DEFAULT, REFINEMENTS, REMOVED, predict_stage, required_metrics
 from .surface import EnvelopeError
 
+# the bootstrap interval's quantiles: a 90 % interval, the level every interval in mtcio has (envelope precision,
+# --calibrate)
+INTERVAL_QUANTILES = (0.05, 0.95)
+
 
 def check_metrics(wf, surface) -> None:
     """EnvelopeError naming every metric a stage needs that the envelope lacks."""
@@ -45,7 +49,8 @@ def predict_workflow(wf, surface, variants=("faithful", "refined"), refine=None,
             mine = [surface.replicate(rng, p.ops_per_slot) for _ in range(bootstrap)] if p.ops_per_slot else reps
             vals = sorted(predict_stage(st, r, p.variant, refine, io_concurrency.get(st.name)).total_s
                           for r in mine)
-            p.interval = (vals[int(0.05 * (len(vals) - 1))], vals[int(round(0.95 * (len(vals) - 1)))])
+            lo, hi = INTERVAL_QUANTILES
+            p.interval = (vals[int(lo * (len(vals) - 1))], vals[int(round(hi * (len(vals) - 1)))])
     return out
 
 

@@ -46,6 +46,12 @@ from dataclasses import dataclass
 from mtcio.envelope.stats import quartiles, swung
 from mtcio.predictor import gp as gp_fit
 
+# files per process of an envelope that does not say: mtcenvelope measure's default (--ops-per-proc)
+DEFAULT_OPS_PER_PROC = 16
+# repeats from which a cell's slowest one counts as its next slowest (_cell_rate): the same 5 as envelope.stats.swung,
+# so one stall in five repeats is trimmed where a quartile is meaningful
+TRIM_FROM_REPEATS = 5
+
 THROUGHPUT = ("Tm", "Ts", "Tf", "T1L", "T1R", "TN", "TL")
 SIZELESS = ("Tm", "Ts", "Tf")    # creates and stats: one size, 0
 METRICS = THROUGHPUT + ("B1L", "B1R", "BN", "BL")
@@ -197,10 +203,10 @@ class EnvelopeSurface:
     def many_files(self, metric: str, warm: bool = False) -> "EnvelopeSurface | None":
         """Of `others`, one measured with more files per process than this one (cold, or warm if asked, with
         `metric`): the refined model's first_op takes from it what a process's later ops cost next to its first."""
-        mine = self.ops_per_proc or 16
+        mine = self.ops_per_proc or DEFAULT_OPS_PER_PROC
         more = [s for s in self.others if s.cold != warm and not s.hogs and not s.gap_us and not s.young
-                and metric in s.metrics() and (s.ops_per_proc or 16) > mine]
-        return max(more, key=lambda s: s.ops_per_proc or 16) if more else None
+                and metric in s.metrics() and (s.ops_per_proc or DEFAULT_OPS_PER_PROC) > mine]
+        return max(more, key=lambda s: s.ops_per_proc or DEFAULT_OPS_PER_PROC) if more else None
 
     def replicate(self, rng, ops: dict | None = None) -> "EnvelopeSurface":
         """A bootstrap replicate: every cell's (harmonic) mean over its repeats resampled with replacement.
@@ -220,7 +226,7 @@ class EnvelopeSurface:
         """(op-rate points whose repeats swung, mtcio.envelope.stats.swung, those of 5 or more repeats, the widest
         swung point as (metric, size, k, hosts, lowest, highest)): how much the machine moved while the envelope was
         measured. On the kept passes: 0-2 of 302 points of the main envelope where it was steady, 38-40 where it was
-        slow for minutes (AH, AJ; montage_example/RESULTS.md)."""
+        slow for minutes (AH, AJ; docs/experiments/montage-passes.md)."""
         n = bad = 0
         worst, widest = None, 0.0
         for (metric, h), g in self.grids.items():
@@ -356,6 +362,8 @@ class EnvelopeSurface:
         return self._rng.gauss(*post) if (draw and self._rng is not None) else post[0]
 
 
+# an op-rate change between neighbouring sizes larger than this factor is a step, not a slope (_is_step): set when
+# steps came (ee91288) between the testbed's ~27x jumps (600 -> 22 ops/s) and its ordinary slopes; not fitted
 STEP = math.log(3.0)
 
 
@@ -416,12 +424,13 @@ def _cell_rate(v, how: str) -> float:
     cell's 829, 28, 984, 997, 588 ops/s averaged to 124 and tripled two stages' predictions); two stay counted.
     how="swung" (the default): where the repeats swung (mtcio.envelope.stats.swung) their upper quartile instead
     (nearest rank, the 2nd fastest of 5): a one-process cell's repeats swing 5-20x while other work on the machine
-    writes to its disk, and the quick repeats stand for the machine the runs had (montage_example/RESULTS.md, pass
-    AL). how="quartile": the upper quartile of every cell of 5 or more repeats; "mean": the mean everywhere."""
-    if (how == "quartile" and len(v) >= 5) or (how == "swung" and swung(v)):
+    writes to its disk, and the quick repeats stand for the machine the runs had
+    (docs/experiments/montage-passes.md, pass AL). how="quartile": the upper quartile of every cell of 5 or more
+    repeats; "mean": the mean everywhere."""
+    if (how == "quartile" and len(v) >= TRIM_FROM_REPEATS) or (how == "swung" and swung(v)):
         return quartiles(v)[1]
     t = sorted(1.0 / x for x in v)
-    if len(t) >= 5:
+    if len(t) >= TRIM_FROM_REPEATS:
         t[-1] = t[-2]
     return len(t) / sum(t)
 

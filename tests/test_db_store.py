@@ -59,28 +59,23 @@ def test_migrate_from_v1_keeps_points(tmp_path):
 
 def test_migrate_from_v3_adds_seeks_end(tmp_path):
     """A version-3 db (file_access without seeks_end) gains the column, 0 in the rows stored before."""
-    db = tmp_path / "v3.db"
-    store.connect(db).close()
-    c = sqlite3.connect(db)
-    c.execute("INSERT INTO file_access (process_id, fid, file_id, flags, seeks) VALUES (1, 0, 1, 0, 5)")
-    c.execute("ALTER TABLE file_access DROP COLUMN seeks_end")
-    c.execute("PRAGMA user_version = 3")
-    c.commit()
-    c.close()
-    conn = store.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+    conn = _older(tmp_path, 3, "INSERT INTO file_access (process_id, fid, file_id, flags, seeks) "
+                  "VALUES (1, 0, 1, 0, 5)", "ALTER TABLE file_access DROP COLUMN seeks_end")
     assert [tuple(r) for r in conn.execute("SELECT seeks, seeks_end FROM file_access")] == [(5, 0)]
 
 
-def _older(tmp_path, version: int, cols, insert: str) -> sqlite3.Connection:
-    """A db of this schema taken back to `version` by dropping `cols` from processes (after one row is inserted),
-    then opened (migrated) by store.connect."""
+ONE_PROCESS = "INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete) VALUES (1, 1, 42, 7, 1)"
+
+
+def _older(tmp_path, version: int, insert: str, *undo: str) -> sqlite3.Connection:
+    """A db of this schema with one row inserted, taken back to `version` by the statements `undo` (what the
+    migrations since then added), then opened (migrated) by store.connect."""
     db = tmp_path / f"v{version}.db"
     store.connect(db).close()
     c = sqlite3.connect(db)
     c.execute(insert)
-    for col, _ in cols:
-        c.execute(f"ALTER TABLE processes DROP COLUMN {col}")
+    for sql in undo:
+        c.execute(sql)
     c.execute(f"PRAGMA user_version = {version}")
     c.commit()
     c.close()
@@ -89,10 +84,14 @@ def _older(tmp_path, version: int, cols, insert: str) -> sqlite3.Connection:
     return conn
 
 
+def _drop_processes(cols) -> list[str]:
+    return [f"ALTER TABLE processes DROP COLUMN {col}" for col, _ in cols]
+
+
 def test_migrate_from_v4_adds_the_cpu_clock(tmp_path):
     """A version-4 db (processes without the CPU clock) gains its five columns, NULL in the rows stored before."""
-    conn = _older(tmp_path, 4, store.CPU_CLOCK_COLS + store.SCHED_COLS + store.CALL_WAIT_COLS,
-                  "INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete) VALUES (1, 1, 42, 7, 1)")
+    conn = _older(tmp_path, 4, ONE_PROCESS,
+                  *_drop_processes(store.CPU_CLOCK_COLS + store.SCHED_COLS + store.CALL_WAIT_COLS))
     assert [tuple(r) for r in conn.execute("SELECT pid, cpus, uptime_start_s, idle_start_s, uptime_end_s, idle_end_s, "
                                            "sched_cpu_s, sched_wait_s, sched_slices FROM processes")] == [
         (42, None, None, None, None, None, None, None, None)]
@@ -101,16 +100,16 @@ def test_migrate_from_v4_adds_the_cpu_clock(tmp_path):
 def test_migrate_from_v5_adds_the_scheduler_clock(tmp_path):
     """A version-5 db (processes without the scheduler clock) gains its three columns, NULL in the rows before,
     and keeps the CPU clock stored there."""
-    conn = _older(tmp_path, 5, store.SCHED_COLS + store.CALL_WAIT_COLS,
-                  "INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete, cpus) VALUES (1, 1, 42, 7, 1, 2)")
+    conn = _older(tmp_path, 5, "INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete, cpus) "
+                  "VALUES (1, 1, 42, 7, 1, 2)", *_drop_processes(store.SCHED_COLS + store.CALL_WAIT_COLS))
     assert [tuple(r) for r in conn.execute("SELECT pid, cpus, sched_cpu_s, sched_wait_s, sched_slices "
                                            "FROM processes")] == [(42, 2, None, None, None)]
 
 
 def test_migrate_from_v6_adds_the_calls_wait_for_a_cpu(tmp_path):
     """A version-6 db gains io_cpu_wait_s and io_cpu_wait_calls, NULL in the rows before, its scheduler clock kept."""
-    conn = _older(tmp_path, 6, store.CALL_WAIT_COLS, "INSERT INTO processes (run_id, host_id, pid, start_ns, "
-                  "log_complete, sched_wait_s) VALUES (1, 1, 42, 7, 1, 0.25)")
+    conn = _older(tmp_path, 6, "INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete, sched_wait_s) "
+                  "VALUES (1, 1, 42, 7, 1, 0.25)", *_drop_processes(store.CALL_WAIT_COLS))
     assert [tuple(r) for r in conn.execute("SELECT pid, sched_wait_s, io_cpu_wait_s, io_cpu_wait_calls "
                                            "FROM processes")] == [(42, 0.25, None, None)]
 
@@ -215,15 +214,6 @@ def test_predictions_and_validations(tmp_path):
 
 def test_migrate_from_v7_adds_capture_gaps(tmp_path):
     """A version-7 db (no capture_gaps) gains the table, empty; its processes are kept."""
-    db = tmp_path / "v7.db"
-    store.connect(db).close()
-    c = sqlite3.connect(db)
-    c.execute("INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete) VALUES (1, 1, 42, 7, 1)")
-    c.execute("DROP TABLE capture_gaps")
-    c.execute("PRAGMA user_version = 7")
-    c.commit()
-    c.close()
-    conn = store.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+    conn = _older(tmp_path, 7, ONE_PROCESS, "DROP TABLE capture_gaps")
     assert conn.execute("SELECT count(*) FROM capture_gaps").fetchone()[0] == 0
     assert [r[0] for r in conn.execute("SELECT pid FROM processes")] == [42]

@@ -12,8 +12,7 @@ import pytest
 from mtcio.envelope.drivers import parse_text
 from mtcio.envelope.points import UNITS, ParseError, Point
 
-FIX = Path(__file__).parent / "fixtures"
-SHARED = Path("/work/shared/fixtures")          # more recorded outputs, where present
+FIX = Path(__file__).parent / "fixtures"        # the recorded outputs of every tool, all in the repository
 SECONDS = 8.0
 
 NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
@@ -23,12 +22,10 @@ BAD_NUMBERS = [b"-1", b"0", b"-0.5", b"-2048.5", b"nan", b"inf", b"-inf", b"1e99
 
 def seeds():
     out = []
-    for d in (FIX, SHARED):
-        for tool in ("ior", "mdtest", "fio", "iozone"):
-            for p in sorted((d / tool).glob("*")) if (d / tool).is_dir() else []:
-                if p.is_file() and p.suffix in (".json", ".txt", ".out", "") and \
-                        p.name != "README.md":
-                    out.append(p.read_bytes())
+    for tool in ("ior", "mdtest", "fio", "iozone"):
+        for p in sorted((FIX / tool).glob("*")):
+            if p.is_file() and p.suffix in (".json", ".txt", ".out", "") and p.name != "README.md":
+                out.append(p.read_bytes())
     return out
 
 

@@ -4,7 +4,8 @@ import io
 import os
 
 from mtcio.db.ingest import Progress as IngestProgress
-from mtcio.envelope.measure import Progress as MeasureProgress, Step
+from mtcio.envelope.progress import Progress as MeasureProgress
+from mtcio.envelope.sweep import Step
 
 
 def steps(n):

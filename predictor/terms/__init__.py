@@ -28,7 +28,7 @@ SWITCHES = ("slots", "size_lookup", "files", "reread", "metadata", "small_files"
 assert sorted(SWITCHES) == sorted(s for t in TERMS for s in t.SWITCHES), "a switch without its term, or twice"
 
 # refinements deleted (issue 52; their code is in the git history): --refine naming one is refused with
-# "refinement NAME was <this>". Refuted on held-out data (their passes in montage_example/RESULTS.md):
+# "refinement NAME was <this>". Refuted on held-out data (their passes in docs/experiments/montage-passes.md):
 REFUTED = {
     "later_share": "pass V: the median better but three stages farther, which its rule did not allow",
     "later_beyond": "passes X-Z: it fitted one state of the testbed's envelope, not both",

@@ -8,7 +8,8 @@ The paper splits the reads by α, the local share of the bytes. The ops are per 
 A large local file among small remote ones is one op, not α of them: a gathering stage read one 16 KB table
 locally among 112 files of 270 B, 30 % of its files local but 62 % of its bytes. Traced, its local and remote
 files cost alike (0.67-1.19 ms per file); held out on pass AG with `first_slots` (since removed) the median went
-14.2 -> 12.3 % (montage_example/RESULTS.md); in the ablation its p90 +10.4 points (docs/experiments/ablation.md).
+14.2 -> 12.3 % (docs/experiments/montage-passes.md); in the ablation its p90 +10.4 points
+(docs/experiments/ablation.md).
 """
 SWITCHES = ("alpha_files",)
 STAGE_FIELDS = ("read.alpha", "read.alpha_files")

@@ -15,7 +15,7 @@ traced I/O time its processes waited for a CPU, at most MAX_RUN_WAIT):
 Evidence: on the 4-host tcp_nodelay testbed (2 vCPUs) a 535 KB write in 8 KiB calls took ~8 ms on idle hosts and
 ~16 ms beside one spinning process per host, and a stage computing between its 8 KiB calls was under-predicted by
 33-50 % on every tcp_nodelay pass before `cpu_load` ("I/O beside computing tasks"); `wait_ratio` held out on
-pass U: median 25.0 -> 21.6 % (montage_example/RESULTS.md). Without such envelopes or clocks nothing changes.
+pass U: median 25.0 -> 21.6 % (docs/experiments/montage-passes.md). Without such envelopes or clocks nothing changes.
 """
 from mtcio.predictor.surface import THROUGHPUT_OF
 

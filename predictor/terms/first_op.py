@@ -9,17 +9,16 @@ so a stage whose processes open f files in turn (`files_per_process`, re-opens c
 op of size x, the factor g = (1/T1 + (f − 1) · c) / (f · 1/T1) on its time (1 beyond the sizes the many-file
 envelope measured); taken at each op size (a stall is no cheaper for coming later). Evidence: in the fan-outs
 of a traced run a process's first open took 14-26 ms on 4 hosts against 0.5-0.7 ms for its later opens
-(montage_example/RESULTS.md, pass AB); turned off over the Montage passes AO-AS the refined median went 16.2 ->
+(docs/experiments/montage-passes.md, pass AB); turned off over the Montage passes AO-AS the refined median went 16.2 ->
 33.1 % (docs/experiments/montage-passes.md).
 """
 from mtcio.predictor.lookups import Lookups
+from mtcio.predictor.surface import DEFAULT_OPS_PER_PROC
 
 SWITCHES = ("first_op",)
 STAGE_FIELDS = ("files_per_process",)
 ENVELOPE_METRICS = ("T1L", "T1R", "TN", "TL")
 ENVELOPES = "the main one of one file per process (--ops-per-proc 1) and one of more files per process"
-# files per process of an envelope that does not say (mtcenvelope measure's default, --ops-per-proc)
-DEFAULT_OPS_PER_PROC = 16
 
 
 def later_factors(stage, surface, env, ops, reopened, metric_of, on) -> dict:

@@ -16,7 +16,7 @@ n_s = min(lookups, uncached stats) + ends − n_f stats at Ts (when the envelope
 - `seeks_end`: a seek to a file's end (`seeks_end_per_task`) asks gfarm2fs the file's size (glibc's fseek calls
   fstat, and a read through FUSE leaves the cached attributes stale), at Tf: 0.44-0.49 ms per fstat on the
   testbed against 0.20-0.24 ms for a stat of a file not read; seeks made 8-16 % of some stages' I/O time
-  (montage_example/RESULTS.md, "Seeks to a file's end").
+  (docs/experiments/montage-passes.md, "Seeks to a file's end").
 Without `metadata`: the paper's one create per round, to writing stages.
 """
 SWITCHES = ("metadata", "stat_cache", "seeks_end")

@@ -18,7 +18,7 @@ stage's re-writes w (`rewrite_factor`: a file written twice, each close a stall)
 with a file re-opened o times (term `reopen`) above the readahead window W one op of q_j (n = 1/o) and o − 1 of W,
 and g the first-op factor of term `first_op`. Bytes read again within one open cost nothing (the page cache
 serves them): a stage reading its input three times in one open, 2.9x its size, took 4.0-11.9 ms a read on a
-tcp_nodelay testbed, where one read per op predicts 4.4-8.6 ms and three 9.4-22.0 (montage_example/RESULTS.md,
+tcp_nodelay testbed, where one read per op predicts 4.4-8.6 ms and three 9.4-22.0 (docs/experiments/montage-passes.md,
 pass K).
 """
 from mtcio.db.gfarm import READAHEAD

@@ -9,7 +9,7 @@ bytes opened o times (`opens_per_file`; only with `files`) is
 `first_op` the opens count as the process's ops. Evidence (testbed): a 26 KB file read in one open costs ~44 ms,
 in two ~88 ms; a 535 KB file 1.4 ms in one open and 2.4 ms, header then data, in two. Splitting a larger file's
 bytes evenly over its opens instead under-predicted a stage that opens each 535 KB input 4 times by 38 % and 23 %
-on the tcp_nodelay testbed, 14 % and 1 % this way (montage_example/RESULTS.md, the passes of 2026-11-24).
+on the tcp_nodelay testbed, 14 % and 1 % this way (docs/experiments/montage-passes.md, the passes of 2026-11-24).
 """
 from mtcio.db.gfarm import READAHEAD
 

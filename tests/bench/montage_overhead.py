@@ -7,7 +7,9 @@ off in both (it runs after the workflow; its time is shown apart).  Runs alterna
 untraced first in odd ones); the figure is median(traced) / median(untraced) wall time, with the per-round ratios
 beside it.
 
-    python tests/bench/montage_overhead.py [--preset demo|tiny|paper] [--repeat 3] [--hosts 4]
+    python tests/bench/montage_overhead.py [--preset demo|tiny|paper] [--repeat 3] [--hosts 4] [--results FILE]
+(--results FILE: the ratio also written as this command's row of FILE's "overhead" section, e.g.
+montage_example/results.json; `python -m montage_example.results` renders RESULTS.md.)
 """
 import argparse
 import os
@@ -20,7 +22,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from montage_example import bench, prepare  # noqa: E402
+from montage_example import bench, prepare, results  # noqa: E402
 
 
 def noop_lib(folder):
@@ -35,6 +37,7 @@ def main():
     p.add_argument("--preset", default="demo", choices=["tiny", "demo", "paper"])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--hosts", type=int, default=4)
+    p.add_argument("--results", metavar="FILE", help="write the ratio into this results file too")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="mtcmontage-overhead.")
     os.chmod(work, 0o755)
@@ -68,6 +71,14 @@ def main():
         print("per-round ratio: " + " ".join(f"{x / y:.3f}" for x, y in zip(times["traced"], times["untraced"])))
         print(f"Median wall-time ratio traced/untraced: {tr / un:.3f} (target <= 1.01)")
         print(f"one traced run with ingest at its end: {with_ingest:.2f} s (staging the tiles included)")
+        if a.results:
+            rounds = [x / y for x, y in zip(times["traced"], times["untraced"])]
+            results.set_overhead_row(a.results, {
+                "command": results.command_line("tests/bench/montage_overhead.py", sys.argv[1:]),
+                "what": f"{tiles} tiles ({a.preset} preset), {a.hosts} hosts, {un:.1f} s untraced runs, wall time "
+                        f"({time.strftime('%Y-%m-%d')})",
+                "ratio": round(tr / un, 3), "detail": f"rounds {min(rounds):.3f}-{max(rounds):.3f}"})
+            print(f"written into {a.results} (python -m montage_example.results renders the page)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

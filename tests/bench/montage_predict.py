@@ -15,8 +15,10 @@ error (median over the runs, and per host count), and the whole workflow's I/O t
 
     python tests/bench/montage_predict.py [--tiles 16,36,64] [--hosts 2,4] [--size 256x256] [--block 1m,8k]
                                           [--loaded H] [--apart US] [--writes-ab MS] [--keep DIR | --predict-only DIR]
-                                          [--main-only] [-- MTCPREDICT OPTIONS]
-(--loaded H, default 1: every --block envelope's TL, BL, T1L and B1L also measured beside H computing processes per
+                                          [--main-only] [--results FILE [--pass LABEL]] [-- MTCPREDICT OPTIONS]
+(--results FILE: the main prediction's figures (per variant, the floor, the per-stage bias) also written into FILE's
+"same_config" section, e.g. montage_example/results.json; `python -m montage_example.results` renders RESULTS.md.
+--loaded H, default 1: every --block envelope's TL, BL, T1L and B1L also measured beside H computing processes per
 host, round by round with it; the refined model blends them in by each stage's traced cpu_load, and every run is
 predicted a second time without them. --apart US, default 200: every --block envelope's TL and BL also measured
 with US microseconds of computing between calls, round by round with it; the refined model blends them in by each
@@ -40,7 +42,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from montage_example import bench, prepare, sky  # noqa: E402
+from montage_example import bench, prepare, results, sky  # noqa: E402
 from mtcio.envelope.points import parse_size  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
@@ -363,6 +365,49 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
         if ws:
             print(f"whole-workflow I/O time |error| {v:<10}: median {statistics.median(ws):.1f} %, "
                   f"max {max(ws):.1f} % ({len(ws)} runs)")
+    return summary(runs, errs, inside, floor, whole, by_hosts)
+
+
+VARIANT_LABEL = {"faithful": "faithful (equations (1)-(3) as published)", "refined": "refined (the default)",
+                 "calibrated": "calibrated (`--calibrate`: each stage's past errors)"}
+
+
+def summary(runs, errs, inside, floor, whole, by_hosts) -> dict:
+    """predict_all's figures as the results file's "same_config" section holds them (montage_example/results.py)."""
+    variants = []
+    for v, label in VARIANT_LABEL.items():
+        if v not in errs:
+            continue
+        es = [e for e, _ in errs[v]]
+        ws = [abs(e) for _, vv, e, _ in whole if vv == v]
+        xs = inside.get(v, [])
+        variants.append({"variant": label, "median": round(statistics.median(es), 1), "p90": round(p90(es), 1),
+                         "whole": round(statistics.median(ws), 1) if ws else None,
+                         "whole_max": round(max(ws), 1) if ws else None,
+                         "inside": [sum(ok for _, ok, _ in xs), len(xs)] if xs else None})
+    hs = sorted({h for _, h in by_hosts})
+    stages = list(dict.fromkeys(st for st, _ in by_hosts))
+    per_config = collections.Counter((r["tiles"], r["hosts"]) for r in runs)
+    tiles = sorted({t for t, _ in per_config})
+    hosts = sorted({h for _, h in per_config})
+    reps = sorted(set(per_config.values()))
+    return {"configurations": f"{', '.join(map(str, tiles))} tiles on {', '.join(map(str, hosts))} hosts, "
+                              f"{'-'.join(map(str, reps))} runs each, each run predicted from another repeat's model",
+            "stage_runs": len(errs.get("refined", [])), "variants": variants,
+            "floor": [round(statistics.median(floor), 1), round(p90(floor), 1)] if floor else None,
+            "bias_hosts": hs,
+            "bias": {st: [round(statistics.median(by_hosts[st, h])) if (st, h) in by_hosts else None for h in hs]
+                     for st in stages}}
+
+
+def write_results(path, label, figures, seconds, load) -> None:
+    def put(section):
+        section.update(figures, command=results.command_line("tests/bench/montage_predict.py", sys.argv[1:]),
+                       when=time.strftime("%Y-%m-%d"), seconds=round(seconds),
+                       conditions=f"load {load[0]:.1f}-{load[1]:.1f}")
+        section["pass"] = label
+    results.update(path, "same_config", put)
+    print(f"pass {label} written into {path} (python -m montage_example.results renders the page)")
 
 
 def envelope_state(db):
@@ -582,8 +627,15 @@ def main():
                     help="predict once, with the envelopes as measured, and skip the comparisons that predict every "
                          "run again without some of them; with --predict-only DIR -- --bootstrap 0 a kept pass is "
                          "scored in about a minute (a model change tried in sample)")
+    ap.add_argument("--results", metavar="FILE", help="write the main prediction's figures into this results file")
+    ap.add_argument("--pass", dest="label", metavar="LABEL",
+                    help="the pass's name in --results (default: today's date)")
     ap.add_argument("predict_args", nargs="*", help="more mtcpredict options, after --")
     a = ap.parse_args()
+    if a.label and not a.results:
+        ap.error("--pass names a pass of --results FILE: give --results")
+    label = a.label or time.strftime("%Y-%m-%d")
+    load0 = os.getloadavg()[0]
     unknown = [b for b in a.bracket if b not in a.block.split(",") + ["warm", "young", "many", "warm-many"]]
     if unknown:
         ap.error(f"--bracket {','.join(unknown)}: neither among --block {a.block} nor warm, young, many, warm-many")
@@ -596,7 +648,9 @@ def main():
         db = os.path.join(work, "bench.db")
         models(db, work, kept["runs"])
         envs = kept.get("envelopes")
-        predict_all(a, work, db, kept["runs"], w, h, envs)
+        figures = predict_all(a, work, db, kept["runs"], w, h, envs)
+        if a.results:
+            write_results(a.results, label, figures, time.monotonic() - t_start, (load0, os.getloadavg()[0]))
         again(a, work, db, kept["runs"], w, h, envs, kept.get("loaded"), kept.get("writes_ab"), kept.get("apart"),
               kept.get("t_runs"), kept.get("kernel_load"))
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")
@@ -614,7 +668,9 @@ def main():
         runs, t_runs = measure_and_run(a, work, db, tiles, hostcounts, w, h)
         models(db, work, runs)
         envs = envelope_names(a, a.loaded, a.apart)
-        predict_all(a, work, db, runs, w, h, envs)
+        figures = predict_all(a, work, db, runs, w, h, envs)
+        if a.results:
+            write_results(a.results, label, figures, time.monotonic() - t_start, (load0, os.getloadavg()[0]))
         again(a, work, db, runs, w, h, envs, a.loaded, a.writes_ab, a.apart, t_runs if a.bracket else None,
               a.kernel_load)
         print(f"benchmark time {time.monotonic() - t_start:.0f} s")

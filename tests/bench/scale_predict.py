@@ -10,8 +10,10 @@ spread; median and p90 of |error| over the stages, and the whole workflow's summ
 same-configuration baseline: the model of a target's first run predicting its second.
 
     python tests/bench/scale_predict.py [--small 16,36] [--small-hosts 2] [--targets 64x4,100x3,36x4]
-                                        [--keep DIR] [--score DIR]
-(--score DIR: the predictions and runs a --keep DIR holds scored again, nothing run.)
+                                        [--keep DIR] [--score DIR] [--results FILE [--pass LABEL]]
+(--score DIR: the predictions and runs a --keep DIR holds scored again, nothing run. --results FILE: the pass's
+figures also written into FILE's "scale" section, newest first, e.g. montage_example/results.json; then
+`python -m montage_example.results` renders RESULTS.md from it.)
 """
 import argparse
 import json
@@ -25,7 +27,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from montage_example import bench, demo, prepare  # noqa: E402
+from montage_example import bench, demo, prepare, results  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 SLOTS = 2
@@ -96,6 +98,36 @@ def measured(db, run, model_path):
     return {st: v["measured_s"] for st, v in m.items()}
 
 
+def git_commit() -> str:
+    cp = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return cp.stdout.strip() if cp.returncode == 0 else "?"
+
+
+def pass_entry(state, label):
+    """The pass as the results file's "scale" section holds it (montage_example/results.py renders it)."""
+    day, start = state["started"].split(" ")
+    when = f"{day} {start[:5]}-{state['ended'][11:16]}" if state.get("ended") else state["started"]
+    load = state.get("load")
+    targets = []
+    for tgt in state["targets"]:
+        sm = tgt["summary"]
+        mp = {k: [round(x, 1) for x in sm["median_p90"][k]] for k in ("graph", "fits", "baseline")}
+        targets.append({"target": f"{tgt['tiles']} tiles x {tgt['hosts']} hosts",
+                        **{k: mp[k] + [round(sm["whole_pct"][k], 2)] for k in mp},
+                        "spread": [round(x, 1) for x in sm["spread_median_p90"]]})
+    return {"pass": label, "commit": state.get("commit", "?"), "when": when, "seconds": state.get("seconds"),
+            "conditions": f"load {load[0]:.1f}-{load[1]:.1f}" if load else "load not recorded", "targets": targets}
+
+
+def write_results(path, state, label):
+    def add(section):
+        passes = [p for p in section.setdefault("passes", []) if p["pass"] != label]
+        section["passes"] = [pass_entry(state, label)] + passes
+        section["command"] = results.command_line("tests/bench/scale_predict.py", sys.argv[1:])
+    results.update(path, "scale", add)
+    print(f"pass {label} written into {path} (python -m montage_example.results renders the page)")
+
+
 def score(work, state):
     db = state["db"]
     lines = []
@@ -153,6 +185,12 @@ def score(work, state):
         json.dump(state, f, indent=1)
 
 
+def next_label(path) -> str:
+    """One more than the highest numbered pass of the file's "scale" section (1 for none)."""
+    passes = (results.load(path).get("scale", {}).get("passes", []) if os.path.exists(path) else [])
+    return str(1 + max((int(p["pass"]) for p in passes if str(p["pass"]).isdigit()), default=0))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--small", default="16,36", help="tile counts traced (default 16,36)")
@@ -161,16 +199,26 @@ def main():
     p.add_argument("--targets", default="64x4,100x3,36x4", help="TILESxHOSTS,.. predicted before they run")
     p.add_argument("--keep", help="keep the db, predictions and runs here")
     p.add_argument("--score", metavar="DIR", help="score a kept folder again, nothing run")
+    p.add_argument("--results", metavar="FILE", help="write the pass's figures into this results file too")
+    p.add_argument("--pass", dest="label", metavar="LABEL", help="the pass's name in --results (default: one more "
+                   "than the file's highest numbered pass)")
     a = p.parse_args()
+    if a.label and not a.results:
+        p.error("--pass names a pass of --results FILE: give --results")
+    label = a.label or (next_label(a.results) if a.results else None)
     if a.score:
-        score(a.score, json.load(open(os.path.join(a.score, "state.json"))))
+        state = json.load(open(os.path.join(a.score, "state.json")))
+        score(a.score, state)
+        if a.results:
+            write_results(a.results, state, label)
         return 0
     work = a.keep or tempfile.mkdtemp(prefix="scale-predict.")
     os.makedirs(work, exist_ok=True)
     db = os.path.join(work, "mtc.db")
     small = [int(x) for x in a.small.split(",")]
     targets = [tuple(int(v) for v in t.split("x")) for t in a.targets.split(",")]
-    state = {"db": db, "small": [], "targets": [], "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    state = {"db": db, "small": [], "targets": [], "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+             "commit": git_commit(), "load": [os.getloadavg()[0]]}
     t0 = time.monotonic()
     with bench.testbed_session(4, ["--tcp-nodelay"]) as bed:
         sweep(db)
@@ -201,7 +249,11 @@ def main():
         tgt["baseline"] = f"{tgt['runs'][0]}-baseline"
         sh(os.path.join(BIN, "mtcpredict"), own, *envelope_args(db), "--variant", "refined", "--bootstrap", "0",
            "--out", os.path.join(work, tgt["baseline"]))
+    state.update(ended=time.strftime("%Y-%m-%d %H:%M:%S"), seconds=round(time.monotonic() - t0),
+                 load=state["load"] + [os.getloadavg()[0]])
     score(work, state)
+    if a.results:
+        write_results(a.results, state, label)
     print(f"\n{time.monotonic() - t0:.0f} s in all; kept in {work}" if a.keep else
           f"\n{time.monotonic() - t0:.0f} s in all")
     if not a.keep:

@@ -21,6 +21,8 @@ Traced runs use the environment `mtcprof run` sets (preload/run.py shim_env).
 Exit codes: 0 measured; 2 bad arguments (a library or a Darshan install that is not there).
 Environment: BENCH_REPS (rounds of the micro rows and the process row, default 11), BENCH_COPY_REPS (tmpfs copy, 31),
 BENCH_DISK_REPS (11, 0 = skip), BENCH_GFARM_REPS (9, 0 = skip), BENCH_CALLS (calls per micro run, 3,000,000).
+--results FILE: the first copy's ratio also written as this command's row of FILE's "overhead" section, e.g.
+montage_example/results.json; `python -m montage_example.results` renders RESULTS.md.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from mtcio.preload.run import shim_env  # noqa: E402
 from mtcio.preload.testing import LIB, env_for, prog  # noqa: E402
 from mtcio.testbed.sh import as_user, in_host, user_env  # noqa: E402
+from montage_example import results  # noqa: E402
 
 REPS = max(1, int(os.environ.get("BENCH_REPS", "11")))
 COPY_REPS = int(os.environ.get("BENCH_COPY_REPS", "31"))
@@ -224,6 +227,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--vs-shim", metavar="LIB", help="another build of libmtcprof.so, measured as a further arm")
     ap.add_argument("--vs-darshan", metavar="DIR",
                     help="a Darshan install (DIR/lib/libdarshan.so): adds the darshan and darshan+dxt arms")
+    ap.add_argument("--results", metavar="FILE", help="write the first copy's ratio into this results file too")
     ap.add_argument("--only", metavar="ROWS", default="pread,fwrite,openclose,proc,copy",
                     help="comma-separated rows to run (default: all): pread, fwrite, openclose, proc, copy")
     a = ap.parse_args(argv)
@@ -238,6 +242,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
         ap.exit(2, f"shim_bench: --only: unknown row {bad[0]!r} (pread, fwrite, openclose, proc, copy)\n")
     a.rows = rows
     return a
+
+
+def write_result(path: str, fs: str, ratio: float) -> None:
+    env = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ) if k.startswith("BENCH_"))
+    results.set_overhead_row(path, {
+        "command": (env + " " if env else "") + results.command_line("tests/bench/shim_bench.py", sys.argv[1:]),
+        "what": f"`cp -r` of 2,000 small files on a {fs}" + (", the worst case" if fs == "tmpfs" else ""),
+        "ratio": round(ratio, 3), "detail": f"{time.strftime('%Y-%m-%d')}; goal {COPY_GOAL}"})
+    print(f"written into {path} (python -m montage_example.results renders the page)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"   (goal {COPY_GOAL}: {'OK' if r <= COPY_GOAL else 'MISSED'})" if "tmpfs" in label else "")
                 if len(used) != len(arms):
                     print(f"{'':34s} (arms: {', '.join(x.name for x in used[1:])})")
+            if a.results:
+                write_result(a.results, fs_type(tmp), summary(copies[0][1], 1e3)[1][0][3])
     finally:
         if on_tmpfs:
             subprocess.run(["umount", tmp])
