@@ -13,6 +13,7 @@ file with batched `gfwhere` calls, and stores per-task read locality and write p
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shlex
@@ -138,15 +139,56 @@ class Progress:
 
 # ---- logs ----------------------------------------------------------------------------------------------------------
 
-def find_logs(logdir: str) -> list[str]:
+class LogList:
+    """The logs under a folder in sorted order, kept compact: a folder's file names as one string (a million
+    logs take ~40 MB here, ~140 MB as a list of paths).  Iterating gives the full paths."""
+
+    def __init__(self):
+        self._folders: list = []    # (folder, "\0"-joined sorted names, how many)
+        self._n = 0
+
+    def add(self, folder: str, names: list) -> None:
+        if names:
+            self._folders.append((folder, "\0".join(names), len(names)))
+            self._n += len(names)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self):
+        for folder, names, _n in self._folders:
+            i, end = 0, len(names)
+            while i <= end:
+                j = names.find("\0", i)
+                if j < 0:
+                    j = end
+                yield os.path.join(folder, names[i:j])
+                i = j + 1
+
+    def __getitem__(self, i: int) -> str:
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return next(itertools.islice(iter(self), i, None))
+
+
+def find_logs(logdir: str) -> LogList:
     """All *.mtclog files under logdir (recursively), sorted.  Hidden .tmp files of running writers are skipped."""
     if not os.path.isdir(logdir):
         raise IngestError(f"{logdir}: not a folder")
-    out = []
+    paths = []
     for root, dirs, files in os.walk(logdir):
         dirs.sort()
-        out.extend(os.path.join(root, f) for f in files if f.endswith(".mtclog") and not f.startswith("."))
-    out.sort()
+        paths.extend(os.path.join(root, f) for f in files if f.endswith(".mtclog") and not f.startswith("."))
+        del files[:]
+    paths.sort()
+    out, folder, names = LogList(), None, []
+    for p in paths:         # runs of one folder's logs (a folder's logs may come in several runs: a/x, a/b/y, a/z)
+        d, name = os.path.split(p)
+        if d != folder:
+            out.add(folder, names)
+            folder, names = d, []
+        names.append(name)
+    out.add(folder, names)
     return out
 
 
@@ -205,22 +247,43 @@ def _flag_int(names) -> int:
     return v
 
 
+MAX_OFFSET = FA_COLS.index("max_offset")
+FILE_CACHE = 200_000    # paths whose file ids a writer keeps; past it the cache restarts (the db has them all)
+
+
+class _Batch:
+    """Rows of the logs of one batch, ids assigned, not yet inserted."""
+    __slots__ = ("procs", "fas", "new_files", "new_paths", "ops", "maxoff", "n_ops", "dropped")
+
+    def __init__(self):
+        self.procs, self.fas, self.new_files, self.new_paths, self.ops = [], [], [], [], []
+        self.maxoff = {}            # file id -> largest max_offset of the batch's rows (fill_sizes)
+        self.n_ops = 0
+        self.dropped = [0, 0, 0, None]
+
+
 class _RunWriter:
-    """Writes the logs of one run inside the caller's transaction (ids assigned here, rows batched)."""
+    """Writes the logs of one run inside the caller's transaction, BATCH logs at a time, with ids assigned here.
+    A batch is inserted at once inside a savepoint; a batch holding a process image already stored (re-ingest, a
+    log given twice, a damaged copy and its complete log) breaks the UNIQUE (run, host, pid, start) key, is rolled
+    back to the savepoint and written log by log, each looked up first.  Memory is one batch, the host ids and at
+    most FILE_CACHE file paths, whatever the run's size: nothing per process is kept to the end."""
 
     def __init__(self, conn, run_id: int):
         self.conn, self.run_id = conn, run_id
         self.hosts = {text_of(r[1]): r[0] for r in conn.execute("SELECT id, name FROM hosts")}
-        self.files = {text_of(r[1]): r[0] for r in conn.execute("SELECT id, path FROM files WHERE run_id = ?",
-                                                                (run_id,))}
-        # (host, pid, start) -> (process id, log complete): one row per process image, whatever logs repeat it
-        self.seen = {(r[0], r[1], r[2]): (r[3], r[4]) for r in conn.execute(
-            "SELECT host_id, pid, start_ns, id, log_complete FROM processes WHERE run_id = ?", (run_id,))}
+        self.files: dict = {}       # path -> file id, a cache of the db's files of the run
+        # a run with no file yet has nothing to look up until the cache first restarts
+        self.look_up = conn.execute("SELECT 1 FROM files WHERE run_id = ? LIMIT 1", (run_id,)).fetchone() is not None
         self.next_pid = (conn.execute("SELECT max(id) FROM processes").fetchone()[0] or 0) + 1
         self.next_fid = (conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0) + 1
-        self.procs, self.fas, self.new_files, self.ops = [], [], [], []
+        self.batch: list = []       # (path, host id, LogRows)
         self.added = self.skipped = self.n_fa = self.n_ops = 0
         self.dropped = [0, 0, 0, None]      # processes, files, ops dropped by the shim's limits; an example log
+        self.replaced = False       # a stored process was replaced (its rows deleted): sizes from the db's rows
+        # the largest offset reached in each file by the rows this writer added, for fill_sizes
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_maxoff (file_id INTEGER PRIMARY KEY, m INTEGER)")
+        conn.execute("DELETE FROM temp.ingest_maxoff")
 
     def host_id(self, name: str) -> int:
         hid = self.hosts.get(name)
@@ -230,21 +293,61 @@ class _RunWriter:
         return hid
 
     def add(self, path: str, rec: "LogRows") -> None:
+        host = rec.proc.get("host") or os.path.basename(path).split(".")[0]
+        self.batch.append((path, self.hosts.get(host) or self.host_id(host), rec))   # hosts: outside savepoints
+        if len(self.batch) >= BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        batch, self.batch = self.batch, []
+        if not batch:
+            return
+        c = self.conn
+        ids = self.next_pid, self.next_fid
+        rows = _Batch()
+        c.execute("SAVEPOINT ingest_batch")
+        try:
+            for path, hid, rec in batch:
+                self._rows(path, hid, rec, rows)
+            self._insert(rows)
+        except sqlite3.IntegrityError:
+            c.execute("ROLLBACK TO ingest_batch")
+            c.execute("RELEASE ingest_batch")
+            self.next_pid, self.next_fid = ids
+            for p in rows.new_paths:
+                self.files.pop(p, None)
+            self._one_by_one(batch)
+        else:
+            c.execute("RELEASE ingest_batch")
+            self._count(rows)
+        if len(self.files) > FILE_CACHE:
+            self.files.clear()
+            self.look_up = True
+
+    def _one_by_one(self, batch) -> None:
+        """The batch log by log: a process image already stored is skipped, or replaced when this log is its
+        complete copy and the stored one was not."""
+        c = self.conn
+        for path, hid, rec in batch:
+            p = rec.proc
+            prev = c.execute("SELECT id, log_complete FROM processes WHERE run_id = ? AND host_id = ? AND pid = ? "
+                             "AND start_ns = ?", (self.run_id, hid, p["pid"], p["start_ns"])).fetchone()
+            if prev is not None:
+                if not (rec.complete and not prev[1]):
+                    self.skipped += 1
+                    continue
+                self._drop(prev[0])     # the complete log of a process stored from a damaged copy replaces it
+            rows = _Batch()
+            self._rows(path, hid, rec, rows)
+            self._insert(rows)
+            self._count(rows)
+
+    def _rows(self, path: str, hid: int, rec: "LogRows", rows: _Batch) -> None:
         p = rec.proc
-        host = p.get("host") or os.path.basename(path).split(".")[0]
-        hid = self.hosts.get(host) or self.host_id(host)
-        key = (hid, p["pid"], p["start_ns"])
-        prev = self.seen.get(key)
-        if prev is not None:
-            if not (rec.complete and not prev[1]):
-                self.skipped += 1
-                return
-            self._drop(prev[0])         # the complete log of a process stored from a damaged copy replaces it
         pid = self.next_pid
         self.next_pid += 1
-        self.seen[key] = (pid, rec.complete)
         mounts = p.get("gfarm_mounts") or []
-        self.procs.append((
+        rows.procs.append((
             pid, self.run_id, hid, p["pid"], p["ppid"], p["uid"], p["origin"], p["start_ns"], p["end_ns"],
             p["exit_status"], p["ended_by"], p["signal"], p["parent_start_ns"], db_text(p.get("exe")),
             json.dumps(p.get("argv", [])), db_text(p.get("cwd")), db_text(p.get("task")), db_text(p.get("stage")),
@@ -253,89 +356,176 @@ class _RunWriter:
             db_text(rec.error), *cpu_clock(p.get("cpu_clock")), *sched(p.get("sched")),
             *call_wait(p.get("cpu_wait"))))
         if p["files_dropped"] or p["ops_dropped"]:
-            d = self.dropped
+            d = rows.dropped
             d[0] += 1
             d[1] += p["files_dropped"]
             d[2] += p["ops_dropped"]
             d[3] = d[3] or path
-        files = self.files
-        fas = self.fas
+        files, fas, maxoff = self.files, rows.fas, rows.maxoff
         for fid, flags, fpath, vals in rec.files:
             file_id = files.get(fpath)
             if file_id is None:
-                file_id = files[fpath] = self.next_fid
-                self.next_fid += 1
-                self.new_files.append((file_id, self.run_id, db_text(fpath), db_text(
-                    gfarm_path_of(fpath, mounts) if (mounts or fpath.startswith("gfarm:")) else None)))
-            fas.append((pid, fid, file_id, flags, *vals))
+                file_id = self._file_id(fpath, mounts, rows)
+            row = (pid, fid, file_id, flags) + vals
+            fas.append(row)
+            if row[MAX_OFFSET] > maxoff.get(file_id, -1):
+                maxoff[file_id] = row[MAX_OFFSET]
         for chunk, (count, data) in enumerate(rec.ops):
             if not count:
                 continue
             a = np.frombuffer(data, dtype=lf.OP_DTYPE)
             first, last = int(a["start_ns"].min()), int((a["start_ns"] + a["dur_ns"]).max())
-            self.ops.append((pid, chunk, count, first if first <= I64_MAX else None,
+            rows.ops.append((pid, chunk, count, first if first <= I64_MAX else None,
                              last if last <= I64_MAX else None, data))
-            self.n_ops += count
-        self.added += 1
-        if len(self.procs) >= BATCH:
-            self.flush()
+            rows.n_ops += count
+
+    def _file_id(self, fpath: str, mounts, rows: _Batch) -> int:
+        """The id of a path not in the cache: the db's, else a new one (its row inserted with the batch)."""
+        found = None
+        if self.look_up:
+            found = self.conn.execute("SELECT id FROM files WHERE run_id = ? AND path = ?",
+                                      (self.run_id, db_text(fpath))).fetchone()
+        if found is not None:
+            file_id = found[0]
+        else:
+            file_id = self.next_fid
+            self.next_fid += 1
+            rows.new_files.append((file_id, self.run_id, db_text(fpath), db_text(
+                gfarm_path_of(fpath, mounts) if (mounts or fpath.startswith("gfarm:")) else None)))
+            rows.new_paths.append(fpath)
+        self.files[fpath] = file_id
+        return file_id
+
+    def _insert(self, rows: _Batch) -> None:
+        c = self.conn
+        if rows.new_files:
+            c.executemany("INSERT INTO files (id, run_id, path, gfarm_path) VALUES (?,?,?,?)", rows.new_files)
+        if rows.procs:
+            c.executemany(_INSERT_PROC, rows.procs)
+        if rows.fas:
+            c.executemany(_INSERT_FA, rows.fas)
+        if rows.ops:
+            c.executemany("INSERT INTO ops (process_id, chunk, n_ops, first_ns, last_ns, data) VALUES (?,?,?,?,?,?)",
+                          rows.ops)
+        if rows.maxoff:
+            c.executemany("INSERT INTO temp.ingest_maxoff (file_id, m) VALUES (?, ?) ON CONFLICT (file_id) DO "
+                          "UPDATE SET m = max(m, excluded.m)", rows.maxoff.items())
+
+    def _count(self, rows: _Batch) -> None:
+        self.added += len(rows.procs)
+        self.n_fa += len(rows.fas)
+        self.n_ops += rows.n_ops
+        if rows.dropped[0]:
+            d = self.dropped
+            for i in range(3):
+                d[i] += rows.dropped[i]
+            d[3] = d[3] or rows.dropped[3]
 
     def _drop(self, process_id: int) -> None:
-        self.flush()
+        self.replaced = True
         self.conn.execute("UPDATE processes SET chain_prev_id = NULL WHERE chain_prev_id = ?", (process_id,))
         self.conn.execute("DELETE FROM processes WHERE id = ?", (process_id,))     # its file_access, ops cascade
 
-    def flush(self) -> None:
-        c = self.conn
-        if self.new_files:
-            c.executemany("INSERT INTO files (id, run_id, path, gfarm_path) VALUES (?,?,?,?)", self.new_files)
-        if self.procs:
-            c.executemany(f"INSERT INTO processes ({', '.join(PROC_COLS)}) VALUES ({', '.join('?' * len(PROC_COLS))})",
-                          self.procs)
-        if self.fas:
-            c.executemany(f"INSERT INTO file_access ({', '.join(FA_COLS)}) VALUES ({', '.join('?' * len(FA_COLS))})",
-                          self.fas)
-        if self.ops:
-            c.executemany("INSERT INTO ops (process_id, chunk, n_ops, first_ns, last_ns, data) VALUES (?,?,?,?,?,?)",
-                          self.ops)
-        self.n_fa += len(self.fas)
-        self.procs, self.fas, self.new_files, self.ops = [], [], [], []
+
+_INSERT_PROC = f"INSERT INTO processes ({', '.join(PROC_COLS)}) VALUES ({', '.join('?' * len(PROC_COLS))})"
+_INSERT_FA = f"INSERT INTO file_access ({', '.join(FA_COLS)}) VALUES ({', '.join('?' * len(FA_COLS))})"
 
 
 # ---- tasks ---------------------------------------------------------------------------------------------------------
 
+_CHAINS = """
+INSERT INTO temp.ingest_chain (id, head, prev)
+SELECT id, first_value(id) OVER (PARTITION BY host_id, pid, chain ORDER BY start_ns), prev
+FROM (SELECT id, host_id, pid, start_ns, prev,
+             sum(prev IS NULL) OVER (PARTITION BY host_id, pid ORDER BY start_ns ROWS UNBOUNDED PRECEDING) AS chain
+      FROM (SELECT id, host_id, pid, start_ns,
+                   CASE WHEN lag(ended_by) OVER w = 'exec' THEN lag(id) OVER w END AS prev
+            FROM processes WHERE run_id = ? WINDOW w AS (PARTITION BY host_id, pid ORDER BY start_ns)))"""
+# every image with its chain, grouped by the chain head's task name (NULL and '' alike: no name), then by host
+_GROUPED = """
+SELECT COALESCE(h.task, ''), p.host_id, p.id, p.pid, p.ppid, p.start_ns, p.end_ns, p.exit_status, p.signal,
+       p.stage, CASE WHEN p.id = c.head THEN p.argv END, c.head, c.prev
+FROM temp.ingest_chain c JOIN processes p ON p.id = c.id JOIN processes h ON h.id = c.head
+ORDER BY 1, p.host_id, p.pid, p.start_ns"""
+_INSERT_TASKS = ("INSERT INTO tasks (id, run_id, name, attempt, stage, host_id, command, start_ns, end_ns, "
+                 "exit_status, signal, n_processes, bytes_read, bytes_written, files_read, files_written, "
+                 "bytes_read_local, bytes_read_remote, files_read_local, files_read_remote, bytes_read_unknown, "
+                 "bytes_written_local, t_io_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,0,0,0,0,0,0,0,0,0,0,0)")
+TASK_BATCH = 20000      # task rows and process updates per executemany
+
+
 def build_tasks(conn, run_id: int) -> int:
-    """(Re)build the tasks of a run from its processes; link exec chains.  Returns the number of tasks."""
-    rows = conn.execute(
-        "SELECT id, host_id, pid, ppid, origin, start_ns, end_ns, ended_by, exit_status, signal, task, stage, argv "
-        "FROM processes WHERE run_id = ? ORDER BY host_id, pid, start_ns", (run_id,)).fetchall()
-    conn.execute("UPDATE processes SET task_id = NULL WHERE run_id = ?", (run_id,))
+    """(Re)build the tasks of a run from its processes; link exec chains.  Returns the number of tasks.
+
+    Exec chains (consecutive images of one (host, pid), the earlier ended by exec) are linked in SQL; the images
+    then come grouped by their chain head's task name (the unnamed ones host by host: their tasks are root trees,
+    and a parent is on its child's host), and only one group is in memory at a time.  Tasks start with zero I/O
+    counts (fill_task_io sets those of tasks with file records)."""
+    conn.execute("UPDATE processes SET task_id = NULL WHERE run_id = ? AND task_id IS NOT NULL", (run_id,))
     conn.execute("DELETE FROM tasks WHERE run_id = ?", (run_id,))
-    if not rows:
-        return 0
-    # exec chains: consecutive images of one (host, pid) where the earlier one ended by exec
-    chain_prev, head_of = {}, {}
-    prev = None
-    for r in rows:
-        pid_ = r[0]
-        if prev is not None and prev[1] == r[1] and prev[2] == r[2] and prev[7] == "exec":
-            chain_prev[pid_] = prev[0]
-            head_of[pid_] = head_of[prev[0]]
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_chain (id INTEGER PRIMARY KEY, head INTEGER NOT NULL, "
+                 "prev INTEGER)")
+    conn.execute("DELETE FROM temp.ingest_chain")
+    conn.execute(_CHAINS, (run_id,))
+    out = _TaskOut(conn, run_id, (conn.execute("SELECT max(id) FROM tasks").fetchone()[0] or 0) + 1)
+    cur = conn.cursor()
+    cur.row_factory = None
+    group, key = [], None
+    for r in cur.execute(_GROUPED):
+        k = r[0] if r[0] != "" else ("", r[1])
+        if k != key:
+            if group:
+                out.group(key, group)
+            group, key = [], k
+        group.append(r)
+    if group:
+        out.group(key, group)
+    out.flush()
+    conn.execute("DELETE FROM temp.ingest_chain")
+    return out.n
+
+
+class _TaskOut:
+    """The tasks of one group of images at a time, written in batches."""
+
+    def __init__(self, conn, run_id: int, next_tid: int):
+        self.conn, self.run_id, self.next_tid = conn, run_id, next_tid
+        self.task_rows, self.assign, self.n = [], [], 0
+
+    def group(self, key, rows) -> None:
+        name = "" if isinstance(key, tuple) else (text_of(key) or "")
+        if len(rows) == 1:              # one image, its own chain and root: most tasks
+            _, hid, i, pid, _ppid, start, end, status, sig, stage, argv, _h, _p = rows[0]
+            self._task(name, 1, i, hid, pid, start, stage or None, argv, start, end, status, sig, 1)
+            self.assign.append((self.next_tid - 1, None, i))
         else:
-            head_of[pid_] = pid_
-        prev = r
-    rows = [(*r[:10], text_of(r[10]), text_of(r[11]), r[12]) for r in rows]   # names as str (BLOB: exact bytes)
-    byid = {r[0]: r for r in rows}
-    chain_last = {}
-    for r in rows:                          # rows are in chain order, so the last assignment wins
-        chain_last[head_of[r[0]]] = r[0]
-    # group chain heads by task name; a head is a root when its parent (host, ppid) is not a process of the task
-    groups = defaultdict(list)
-    for h in chain_last:
-        groups[byid[h][10] or ""].append(h)
-    task_rows, assign = [], []
-    next_tid = (conn.execute("SELECT max(id) FROM tasks").fetchone()[0] or 0) + 1
-    for name, heads in groups.items():
+            self._general(name, rows)
+        if len(self.task_rows) >= TASK_BATCH or len(self.assign) >= TASK_BATCH:
+            self.flush()
+
+    def _task(self, name, k, root_id, hid, pid, root_start, stage, argv, start, end, status, sig, n) -> None:
+        tname = name if name else f"pid{pid}@{hid}:{root_start}"
+        try:
+            cmd = " ".join(shlex.quote(x) for x in json.loads(argv or "[]"))
+        except ValueError:
+            cmd = None
+        self.task_rows.append((self.next_tid, self.run_id, db_text(tname), k if name else 1, stage, hid,
+                               db_text(cmd), start, end, status, sig, n))
+        self.next_tid += 1
+        self.n += 1
+
+    def _general(self, name, rows) -> None:
+        """Exec chains, fork trees and attempts of one group: a head is a root when its parent (host, ppid) is not
+        a process of the group; a root starting after a failed earlier attempt ended begins a new attempt (named
+        tasks); unnamed: every root tree is its own task."""
+        # byid: (id, host, pid, ppid, -, start, end, -, exit, signal, -, stage as str, argv)
+        byid, chain_prev, chain_last = {}, {}, {}
+        for _, hid, i, pid, ppid, start, end, status, sig, stage, argv, head, prev in rows:
+            byid[i] = (i, hid, pid, ppid, None, start, end, None, status, sig, None, text_of(stage), argv)
+            if prev is not None:
+                chain_prev[i] = prev
+            chain_last[head] = i            # rows are in chain order, so the last assignment wins
+        heads = list(chain_last)
         pids = {(byid[h][1], byid[h][2]): h for h in heads}
         parent = {h: pids.get((byid[h][1], byid[h][3])) for h in heads}
         parent = {h: (p if p != h else None) for h, p in parent.items()}
@@ -353,8 +543,6 @@ def build_tasks(conn, run_id: int) -> int:
         members = defaultdict(list)        # root -> chain heads
         for h in heads:
             members[root_of(h)].append(h)
-        # attempts (named tasks): a root starting after a failed earlier attempt ended begins a new attempt;
-        # unnamed processes: every root tree is its own task
         attempts = []
         for rt in roots:
             images = [i for h in members[rt] for i in _chain(h, chain_last, chain_prev)]
@@ -371,21 +559,17 @@ def build_tasks(conn, run_id: int) -> int:
                              "signal": last[9]})
         for k, a in enumerate(attempts, 1):
             root = byid[a["root"]]
-            tname = name if name else f"pid{root[2]}@{root[1]}:{root[5]}"
             stage = root[11] or next((byid[i][11] for i in a["images"] if byid[i][11]), None)
-            try:
-                cmd = " ".join(shlex.quote(x) for x in json.loads(root[12] or "[]"))
-            except ValueError:
-                cmd = None
-            tid = next_tid
-            next_tid += 1
-            task_rows.append((tid, run_id, db_text(tname), k if name else 1, db_text(stage), root[1], db_text(cmd),
-                              a["start"], a["end"], a["exit"], a["signal"], len(a["images"])))
-            assign.extend((tid, chain_prev.get(i), i) for i in a["images"])
-    conn.executemany("INSERT INTO tasks (id, run_id, name, attempt, stage, host_id, command, start_ns, end_ns, "
-                     "exit_status, signal, n_processes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", task_rows)
-    conn.executemany("UPDATE processes SET task_id = ?, chain_prev_id = ? WHERE id = ?", assign)
-    return len(task_rows)
+            self._task(name, k, root[0], root[1], root[2], root[5], db_text(stage), root[12], a["start"], a["end"],
+                       a["exit"], a["signal"], len(a["images"]))
+            self.assign.extend((self.next_tid - 1, chain_prev.get(i), i) for i in a["images"])
+
+    def flush(self) -> None:
+        if self.task_rows:
+            self.conn.executemany(_INSERT_TASKS, self.task_rows)
+        if self.assign:
+            self.conn.executemany("UPDATE processes SET task_id = ?, chain_prev_id = ? WHERE id = ?", self.assign)
+        self.task_rows, self.assign = [], []
 
 
 def _chain(head, chain_last, chain_prev):
@@ -455,22 +639,38 @@ def resolve_replicas(paths: list[str], cmd: list[str], timeout: float = 300.0, w
     return found, errors
 
 
-def fill_sizes(conn, run_id: int) -> None:
-    """files.size: stat of the trace path when it exists now, else the largest offset any process reached."""
-    rows = conn.execute(
-        "SELECT f.id, f.path, max(fa.max_offset) FROM files f JOIN file_access fa ON fa.file_id = f.id "
-        "WHERE f.run_id = ? AND f.size IS NULL GROUP BY f.id", (run_id,)).fetchall()
-    upd = []
-    for fid, path, maxoff in rows:
-        try:
-            st = os.stat(text_of(path))
-            if st.st_mode & 0o170000 == 0o100000:
-                upd.append((st.st_size, "stat", fid))
-                continue
-        except (OSError, ValueError):       # ValueError: a NUL in a damaged log's name
-            pass
-        upd.append((maxoff or 0, "max_offset", fid))
-    conn.executemany("UPDATE files SET size = ?, size_source = ? WHERE id = ?", upd)
+SIZE_BATCH = 10000
+
+
+def fill_sizes(conn, run_id: int, writer: "_RunWriter | None" = None) -> None:
+    """files.size: stat of the trace path when it exists now, else the largest offset any process reached.
+    With the writer that just added the run's logs, the largest offsets are the ones it kept per file (no scan of
+    file_access); files are taken SIZE_BATCH at a time in id order."""
+    if writer is not None and not writer.replaced:
+        # a file still without a size has all its rows from this writer (sizes are filled after every ingest)
+        query = ("SELECT f.id, f.path, m.m FROM temp.ingest_maxoff m JOIN files f ON f.id = m.file_id "
+                 "WHERE m.file_id > ? AND f.run_id = ? AND f.size IS NULL ORDER BY m.file_id LIMIT ?")
+    else:
+        query = ("SELECT f.id, f.path, (SELECT max(fa.max_offset) FROM file_access fa WHERE fa.file_id = f.id) AS m "
+                 "FROM files f WHERE f.id > ? AND f.run_id = ? AND f.size IS NULL AND m IS NOT NULL "
+                 "ORDER BY f.id LIMIT ?")
+    after = 0
+    while True:
+        rows = conn.execute(query, (after, run_id, SIZE_BATCH)).fetchall()
+        if not rows:
+            return
+        after = rows[-1][0]
+        upd = []
+        for fid, path, maxoff in rows:
+            try:
+                st = os.stat(text_of(path))
+                if st.st_mode & 0o170000 == 0o100000:
+                    upd.append((st.st_size, "stat", fid))
+                    continue
+            except (OSError, ValueError):       # ValueError: a NUL in a damaged log's name
+                pass
+            upd.append((maxoff or 0, "max_offset", fid))
+        conn.executemany("UPDATE files SET size = ?, size_source = ? WHERE id = ?", upd)
 
 
 def fill_replicas(conn, run_id: int, cmd: list[str] | None, warn) -> int:
@@ -507,28 +707,80 @@ def _host_match(host: str, replicas) -> bool:
     return any(r.split(".")[0] == short for r in replicas)
 
 
+_TASK_IO_COLS = ("bytes_read", "bytes_written", "files_read", "files_written", "bytes_read_local",
+                 "bytes_read_remote", "files_read_local", "files_read_remote", "bytes_read_unknown",
+                 "bytes_written_local", "t_io_ns")
+# per task x file (a Gfarm file by its Gfarm path: one file whichever mount read it): its summed counters
+_TASK_FILES = (
+    "SELECT p.task_id AS tid, COALESCE(f.gfarm_path, f.path) AS k, max(f.replica_hosts) AS reps, "
+    "max(f.resolved_at) AS res, SUM(fa.bytes_read) AS br, SUM(fa.bytes_written) AS bw, SUM(fa.reads) AS nr, "
+    "SUM(fa.writes) AS nw, SUM(fa.t_open_ns + fa.t_read_ns + fa.t_write_ns + fa.t_close_ns + fa.t_meta_ns) AS tio "
+    "FROM file_access fa JOIN processes p ON p.id = fa.process_id JOIN files f ON f.id = fa.file_id "
+    "WHERE p.run_id = ? AND p.task_id IS NOT NULL GROUP BY p.task_id, k")
+# ... summed per task in SQL; a file is local when a replica is on the task's host (mtcio_local, in Python)
+_TASK_IO = f"""
+WITH k AS ({_TASK_FILES}),
+l AS (SELECT k.*, (br > 0 OR nr > 0) AS rd, CASE WHEN reps IS NULL OR res IS NULL THEN NULL
+                                                 ELSE mtcio_local(t.host_id, reps) END AS loc
+      FROM k JOIN tasks t ON t.id = k.tid)
+UPDATE tasks SET ({', '.join(_TASK_IO_COLS)}) = (a.br, a.bw, a.fr, a.fw, a.brl, a.brr, a.frl, a.frr, a.bru, a.bwl, a.tio)
+FROM (SELECT tid, sum(br) AS br, sum(bw) AS bw, sum(rd) AS fr, sum(bw > 0 OR nw > 0) AS fw,
+             sum(CASE WHEN loc = 1 AND rd THEN br ELSE 0 END) AS brl,
+             sum(CASE WHEN loc = 0 AND rd THEN br ELSE 0 END) AS brr,
+             sum(loc = 1 AND rd) AS frl, sum(loc = 0 AND rd) AS frr,
+             sum(CASE WHEN loc IS NULL THEN br ELSE 0 END) AS bru,
+             sum(CASE WHEN loc = 1 THEN bw ELSE 0 END) AS bwl, sum(tio) AS tio
+      FROM l GROUP BY tid) AS a
+WHERE tasks.id = a.tid"""
+
+
 def fill_task_io(conn, run_id: int) -> None:
-    """Per-task byte/file counts, read locality (all reads) and write placement from file_access + files."""
+    """Per-task byte/file counts, read locality (all reads) and write placement from file_access + files, in one
+    SQL statement.  Tasks without file records keep the zeros build_tasks gave them.  A damaged log's near-2^63
+    counters overflow SQLite's sums: that run's totals are then made in Python (_fill_task_io_big)."""
     hosts = {r[0]: text_of(r[1]) for r in conn.execute("SELECT id, name FROM hosts")}
-    task_host = {r[0]: hosts.get(r[1]) for r in conn.execute("SELECT id, host_id FROM tasks WHERE run_id = ?",
-                                                              (run_id,))}
-    query = (
-        "SELECT p.task_id, COALESCE(f.gfarm_path, f.path) AS k, max(f.replica_hosts), max(f.resolved_at), "
-        "SUM(fa.bytes_read), SUM(fa.bytes_written), SUM(fa.reads), SUM(fa.writes), "
-        "SUM(fa.t_open_ns + fa.t_read_ns + fa.t_write_ns + fa.t_close_ns + fa.t_meta_ns) "
-        "FROM file_access fa JOIN processes p ON p.id = fa.process_id JOIN files f ON f.id = fa.file_id "
-        "WHERE p.run_id = ? AND p.task_id IS NOT NULL GROUP BY p.task_id, k")
+    replicas: dict = {}
+
+    def local(host_id, reps):
+        r = replicas.get(reps)
+        if r is None:
+            r = replicas[reps] = frozenset(json.loads(reps))
+        return int(_host_match(hosts.get(host_id) or "", r))
+    conn.create_function("mtcio_local", 2, local, deterministic=True)
     try:
-        rows = conn.execute(query.replace("SUM", "sum"), (run_id,)).fetchall()
+        conn.execute(_TASK_IO, (run_id,))
     except sqlite3.OperationalError as e:
         if "integer overflow" not in str(e):
             raise
-        # a damaged log's near-2^63 counters: totals as REAL (approximate) instead of failing the run
-        rows = conn.execute(query.replace("SUM", "total"), (run_id,)).fetchall()
-    agg = defaultdict(lambda: [0] * 11)
-    rep_cache = {}
+        _fill_task_io_big(conn, run_id, hosts)
+
+
+def _fill_task_io_big(conn, run_id: int, hosts: dict) -> None:
+    """fill_task_io for counters whose sums leave SQLite's INTEGER, one task at a time: sums of a task's files in
+    Python (a total over 2^63 is stored as the REAL it is close to); when a per-file sum overflows, every per-file
+    sum of the run is taken as REAL (approximate) instead."""
+    try:
+        _task_io_in_python(conn, run_id, hosts, "sum")
+    except sqlite3.OperationalError as e:
+        if "integer overflow" not in str(e):
+            raise
+        _task_io_in_python(conn, run_id, hosts, "total")    # rewrites every task of the run
+
+
+def _task_io_in_python(conn, run_id: int, hosts: dict, sum_fn: str) -> None:
+    task_host = {r[0]: hosts.get(r[1]) for r in conn.execute("SELECT id, host_id FROM tasks WHERE run_id = ?",
+                                                              (run_id,))}
+    cur = conn.cursor()
+    cur.row_factory = None
+    rows = cur.execute(_TASK_FILES.replace("SUM", sum_fn) + " ORDER BY p.task_id", (run_id,))
+    fit = lambda v: v if v <= I64_MAX else float(v)      # noqa: E731
+    upd = f"UPDATE tasks SET {', '.join(c + ' = ?' for c in _TASK_IO_COLS)} WHERE id = ?"
+    rep_cache, out, cur_tid, a = {}, [], None, None
     for tid, _k, reps, resolved, br, bw, nr, nw, tio in rows:
-        a = agg[tid]
+        if tid != cur_tid:
+            if a is not None:
+                out.append((*map(fit, a), cur_tid))
+            cur_tid, a = tid, [0] * 11
         a[0] += br
         a[1] += bw
         a[2] += 1 if (br > 0 or nr > 0) else 0
@@ -550,14 +802,9 @@ def fill_task_io(conn, run_id: int) -> None:
                 a[7] += 1
         if local:
             a[9] += bw
-    # each value fits SQLite's INTEGER (the reader checks), their sum over a task's files may not (a damaged log's
-    # near-2^63 counters): such a total is stored as the REAL it is close to rather than failing the run
-    fit = lambda v: v if v <= I64_MAX else float(v)      # noqa: E731
-    conn.executemany(
-        "UPDATE tasks SET bytes_read = ?, bytes_written = ?, files_read = ?, files_written = ?, bytes_read_local = ?, "
-        "bytes_read_remote = ?, files_read_local = ?, files_read_remote = ?, bytes_read_unknown = ?, "
-        "bytes_written_local = ?, t_io_ns = ? WHERE id = ?",
-        [(*map(fit, agg[t]), t) if t in agg else (0,) * 11 + (t,) for t in task_host])
+    if a is not None:
+        out.append((*map(fit, a), cur_tid))
+    conn.executemany(upd, out)      # after the query: an overflow midway leaves no task half done
 
 
 # ---- driver --------------------------------------------------------------------------------------------------------
@@ -609,7 +856,7 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
     conn = store.connect(db)
     try:
         default_run = run or os.path.basename(os.path.normpath(os.path.abspath(logdir))) or "run"
-        pending = list(paths)
+        pending = paths
         labels: dict = {}          # path -> run name, learnt when a log was read for another run
         bar = Progress(len(paths), "ingest", progress)
         conn.execute("PRAGMA synchronous = OFF")
@@ -683,7 +930,7 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
                       f"times are missing from the run's numbers (e.g. {readable(example)})", example, None)
             if writer.added:
                 counts["tasks"] = build_tasks(conn, writer.run_id)
-                fill_sizes(conn, writer.run_id)
+                fill_sizes(conn, writer.run_id, writer)
             fill_replicas(conn, writer.run_id, gfwhere_cmd, warn_)
             fill_task_io(conn, writer.run_id)
             stored += [d for d in res.details[n_warn0:] if d[1] not in log_warning]   # run-level warnings
@@ -731,7 +978,7 @@ def rows_from_bytes(buf: bytes, path: str) -> tuple["LogRows | None", "lf.LogErr
         return None, log.error
     # a counter an older format version lacks (seeks_end before version 3) is 0
     files = [(f["id"], _flag_int(f["flags"]), f["path"],
-              [f.get(c, 0) for c in lf.COUNTERS] + f["hist_read"] + f["hist_write"]) for f in log.files]
+              tuple([f.get(c, 0) for c in lf.COUNTERS] + f["hist_read"] + f["hist_write"])) for f in log.files]
     ops = []
     if getattr(log, "ops_raw", None) is None:
         if len(log.ops):
