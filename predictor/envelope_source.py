@@ -157,7 +157,7 @@ def _is_sqlite(path):
 
 def load(spec: str | None) -> EnvelopeData:
     if spec is None:
-        d = _yaml(SHIPPED)
+        d = _shipped_cached() or _yaml(SHIPPED)
         d.origin = "shipped"
         return d
     path, name = spec, None
@@ -213,6 +213,23 @@ def _db(path, name):
         p["ok"] = bool(p["ok"])
     origin = f"{path}:{name}"
     return EnvelopeData(name, origin, pts, _check_meta(meta, origin), run=name, db=path)
+
+
+def _shipped_cached() -> EnvelopeData | None:
+    """The shipped envelope from predictor/gp.py's cache file, when that was written from this very YAML."""
+    from mtcio.predictor import gp
+    env = gp.shipped_cache().get("envelope")
+    try:
+        if not env or gp.shipped_cache().get("source_sha256") != gp.source_sha256(SHIPPED):
+            return None
+    except OSError:
+        return None
+    return EnvelopeData(env["name"], SHIPPED, env["points"], env["meta"])
+
+
+def load_yaml(path) -> EnvelopeData:
+    """An envelope YAML file, read and checked (never the cache)."""
+    return _yaml(path)
 
 
 def _yaml(path):

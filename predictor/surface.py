@@ -21,7 +21,8 @@ the stage's own when measured, else the nearest one (the lookup then says so).
 - extrapolated, size above the largest measured: bandwidth held at its value at the largest size
   (the roofline's bandwidth ceiling; a regression would invent bandwidth no transfer reached), T = B / size;
 - extrapolated, concurrency outside the measured range (or a missing grid cell): a Gaussian-process
-  regression on log size x log k -> log value (scikit-learn, imported only then).
+  regression on log size x log k -> log value (predictor/gp.py: the shipped envelope's grids come fitted, any
+  other grid is fitted with scikit-learn, imported only then).
 Every non-measured value carries a note naming the metric and how far out it is.
 
 `wait_share(metric, size, k, hosts)`: the share of the envelope's op time its processes waited for a CPU (the
@@ -43,6 +44,7 @@ import math
 from dataclasses import dataclass
 
 from mtcio.envelope.stats import quartiles, swung
+from mtcio.predictor import gp as gp_fit
 
 THROUGHPUT = ("Tm", "Ts", "Tf", "T1L", "T1R", "TN", "TL")
 SIZELESS = ("Tm", "Ts", "Tf")    # creates and stats: one size, 0
@@ -339,7 +341,7 @@ class EnvelopeSurface:
         gp = self._shared.get(key)
         if gp is None:
             g = self.grids[key]
-            gp = self._shared[key] = _fit_gp({ck: sum(v) / len(v) for ck, v in g.cells.items()})
+            gp = self._shared[key] = gp_fit.regression({ck: sum(v) / len(v) for ck, v in g.cells.items()})
         return gp
 
     def _posterior(self, key, size, k, draw=False):
@@ -447,21 +449,6 @@ class _Drawn(dict):
             rate = n / sum(1.0 / self.rng.choice(boot) for _ in range(n))
         self[ck] = rate
         return rate
-
-
-def _fit_gp(means: dict):
-    """GP on (log size, log k) -> log value: smooth in both axes, a constant-mean prior far away."""
-    import numpy as np
-    from sklearn.gaussian_process import GaussianProcessRegressor
-    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
-    import warnings
-    X = np.array([[math.log(max(s, 1)), math.log(k)] for s, k in means])   # Tm's size is 0
-    y = np.array([math.log(v) for v in means.values()])
-    kernel = ConstantKernel(1.0, (1e-3, 1e3)) * RBF([3.0, 1.5], (1e-1, 1e3)) + WhiteKernel(1e-2, (1e-6, 1.0))
-    gp = GaussianProcessRegressor(kernel, normalize_y=True, random_state=0)
-    with warnings.catch_warnings():      # hyperparameters at a bound on small grids: the fit is still usable
-        warnings.simplefilter("ignore")
-        return gp.fit(X, y)
 
 
 def _bracket(xs, x):
