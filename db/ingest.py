@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mtcio.db import fastlog
+from mtcio.db import fastlog, prefetch
 from mtcio.db import logformat as lf
 from mtcio.db import store, write_errors
 from mtcio.db.store import db_text, readable, text_of
@@ -467,6 +467,9 @@ def build_tasks(conn, run_id: int) -> int:
                  "prev INTEGER)")
     conn.execute("DELETE FROM temp.ingest_chain")
     conn.execute(_CHAINS, (run_id,))
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_assign (id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL, "
+                 "prev INTEGER)")
+    conn.execute("DELETE FROM temp.ingest_assign")
     out = _TaskOut(conn, run_id, (conn.execute("SELECT max(id) FROM tasks").fetchone()[0] or 0) + 1)
     cur = conn.cursor()
     cur.row_factory = None
@@ -481,7 +484,11 @@ def build_tasks(conn, run_id: int) -> int:
     if group:
         out.group(key, group)
     out.flush()
+    # one UPDATE from the assignments gathered: ~3x cheaper than an UPDATE statement per process
+    conn.execute("UPDATE processes SET task_id = a.task_id, chain_prev_id = a.prev FROM temp.ingest_assign a "
+                 "WHERE processes.id = a.id")
     conn.execute("DELETE FROM temp.ingest_chain")
+    conn.execute("DELETE FROM temp.ingest_assign")
     return out.n
 
 
@@ -568,7 +575,7 @@ class _TaskOut:
         if self.task_rows:
             self.conn.executemany(_INSERT_TASKS, self.task_rows)
         if self.assign:
-            self.conn.executemany("UPDATE processes SET task_id = ?, chain_prev_id = ? WHERE id = ?", self.assign)
+            self.conn.executemany("INSERT INTO temp.ingest_assign (task_id, prev, id) VALUES (?,?,?)", self.assign)
         self.task_rows, self.assign = [], []
 
 
@@ -845,8 +852,8 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
         warn_(f"{readable(odd[0][0])}: log folder {odd[0][1]}{more}: its logs may not be the run's; ingested as "
               f"they are", odd[0][0])
 
-    def read(path):
-        rows, w = _read(path, max_log_bytes)
+    def read(path, load=None):
+        rows, w = _read(path, max_log_bytes, load)
         if w is not None and path not in log_warning:
             log_warning[path] = w
             res.bad_logs += 1
@@ -854,6 +861,7 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
         return rows
 
     conn = store.connect(db)
+    ahead = prefetch.Prefetch(max_log_bytes)
     try:
         default_run = run or os.path.basename(os.path.normpath(os.path.abspath(logdir))) or "run"
         pending = paths
@@ -865,7 +873,7 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
                 conn.execute("BEGIN IMMEDIATE")
             while pending:
                 pending = _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, default_run,
-                                          logdir, gfwhere_cmd, bar, own_transaction=not strict)
+                                          logdir, gfwhere_cmd, bar, own_transaction=not strict, ahead=ahead)
             if strict:
                 if res.bad_logs:
                     conn.execute("ROLLBACK")
@@ -880,12 +888,13 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
             conn.execute("PRAGMA synchronous = NORMAL")
         bar.done()
     finally:
+        ahead.close()
         conn.close()
     return res
 
 
 def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, default_run, logdir, gfwhere_cmd,
-                    bar, own_transaction: bool) -> list:
+                    bar, own_transaction: bool, ahead: "prefetch.Prefetch | None" = None) -> list:
     """Ingest the logs of the run of pending[0] (one transaction unless the caller holds one); returns the logs
     that belong to other runs."""
     cur_run = labels.get(pending[0])
@@ -894,11 +903,11 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
     if own_transaction:
         conn.execute("BEGIN IMMEDIATE")
     try:
-        for path in pending:
+        for path, load in (ahead.each(pending) if ahead is not None else ((p, None) for p in pending)):
             if path in labels and cur_run is not None and labels[path] != cur_run:
                 later.append(path)
                 continue
-            log = read(path)
+            log = read(path, load)
             if log is None:
                 if path in log_warning:
                     stored.append(log_warning[path])
@@ -994,12 +1003,13 @@ def rows_from_bytes(buf: bytes, path: str) -> tuple["LogRows | None", "lf.LogErr
     return LogRows(log.process, files, ops, log.complete and log.error is None, err, len(log.kept_out)), log.error
 
 
-def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES):
+def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES, load=None):
     """(rows or None, None or the log's one warning (message, path, offset)).  Messages never quote the file's
-    content (it may be any binary), only the reader's reason and the offset."""
+    content (it may be any binary), only the reader's reason and the offset.  load: gives the log's bytes as
+    logformat.read_bytes would (db/prefetch.py), default read here."""
     shown = readable(path)
     try:
-        rows, err = read_rows(path, max_log_bytes)
+        rows, err = read_rows(path, max_log_bytes) if load is None else rows_from_bytes(load(), path)
     except OSError as e:
         return None, (f"{shown}: cannot read ({readable(e.strerror or type(e).__name__)}); skipped", path, 0)
     except Exception as e:     # a reader bug must not lose the run: the log is skipped, the reason named
