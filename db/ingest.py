@@ -351,7 +351,7 @@ class _RunWriter:
             pid, self.run_id, hid, p["pid"], p["ppid"], p["uid"], p["origin"], p["start_ns"], p["end_ns"],
             p["exit_status"], p["ended_by"], p["signal"], p["parent_start_ns"], db_text(p.get("exe")),
             json.dumps(p.get("argv", [])), db_text(p.get("cwd")), db_text(p.get("task")), db_text(p.get("stage")),
-            db_text(p.get("run")), json.dumps(mounts), p["ops_traced"], p["ops_dropped"], p["files_dropped"],
+            db_text(p.get("run")), json.dumps(mounts) if mounts else "[]", p["ops_traced"], p["ops_dropped"], p["files_dropped"],
             p["munmaps"], int(p["trace_ops"]), db_text(p.get("shim_version")), db_text(path), int(rec.complete),
             db_text(rec.error), *cpu_clock(p.get("cpu_clock")), *sched(p.get("sched")),
             *call_wait(p.get("cpu_wait"))))
