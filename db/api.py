@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from mtcio.db import store
-from mtcio.db.ingest import _host_match
+from mtcio.db.ingest_tasks import _host_match
 from mtcio.db import logformat as _lf
 from mtcio.db.logformat import HIST_BINS, HIST_EDGES, NBINS, OPS
 

@@ -127,6 +127,52 @@ def test_idempotent_and_incremental(tmp_path):
     assert sorted(Store(db).tasks("R")["name"]) == ["t1", "t2", "t3", "t4"]
 
 
+def _tables(db):
+    c = sqlite3.connect(db)
+    out = {t: c.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
+           for t in ("hosts", "tasks", "processes", "files", "file_access", "ops")}
+    c.close()
+    return out
+
+
+def test_small_batches_and_a_small_file_cache_store_the_same(tmp_path, monkeypatch):
+    """The writer's other paths: a batch breaking the process key redone log by log (a log repeated, a re-ingest),
+    file ids looked up in the db once the cache restarted."""
+    d, logs = make_run(tmp_path)
+    big, small = tmp_path / "big.db", tmp_path / "small.db"
+    ing.ingest(str(big), str(logs), gfwhere_cmd=None, warn=quiet)
+    n = len(log_paths(str(logs)))
+    copy = logs / "again"
+    copy.mkdir()
+    first = log_paths(str(logs))[0]
+    (copy / os.path.basename(first)).write_bytes(open(first, "rb").read())      # one log given twice
+    monkeypatch.setattr(ing, "BATCH", 2)
+    monkeypatch.setattr(ing, "FILE_CACHE", 1)
+    res = ing.ingest(str(small), str(logs), gfwhere_cmd=None, warn=quiet)
+    assert (res.runs["R"]["logs_added"], res.runs["R"]["logs_skipped"]) == (n, 1)
+    res = ing.ingest(str(small), str(logs), gfwhere_cmd=None, warn=quiet)
+    assert (res.runs["R"]["logs_added"], res.runs["R"]["logs_skipped"]) == (0, n + 1)
+    a, b = _tables(big), _tables(small)
+    c = sqlite3.connect(small)
+    log_path = [r[1] for r in c.execute("PRAGMA table_info(processes)")].index("log_path")   # whichever copy came first
+    c.close()
+    assert [r[:log_path] + r[log_path + 1:] for r in a["processes"]] == \
+        [r[:log_path] + r[log_path + 1:] for r in b["processes"]]
+    assert {t: v for t, v in a.items() if t != "processes"} == {t: v for t, v in b.items() if t != "processes"}
+
+
+def test_logs_listed_in_path_order_across_folders(tmp_path):
+    for p in ("a/x", "a/b/y", "a/z", "a/b0/q", "a-b/r", "c", "a/.hidden", "a/b/.tmp"):
+        f = tmp_path / (p + ".mtclog")
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(b"")
+    (tmp_path / "a" / "notes.txt").write_text("x")
+    got = list(ing.find_logs(str(tmp_path)))
+    assert [os.path.relpath(p, tmp_path) for p in got] == \
+        ["a-b/r.mtclog", "a/b/y.mtclog", "a/b0/q.mtclog", "a/x.mtclog", "a/z.mtclog", "c.mtclog"]
+    assert len(ing.find_logs(str(tmp_path))) == 6 and ing.find_logs(str(tmp_path))[3] == got[3]
+
+
 def test_run_name_override_and_several_runs(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()

@@ -123,8 +123,8 @@ def main() -> int:
         print(f"  {n:>10,} {run['file_access']:>13,} {s:>8.2f} {n / s:>9,.0f} {rss:>13,.0f}")
     if len(rows) > 1:
         (n0, _, s0, r0), (n1, _, s1, r1) = rows[0], rows[-1]
-        print(f"  growth {n0:,} -> {n1:,} tasks (x{n1 / n0:g}): time x{s1 / s0:.2f}, tasks/s x{(n1 / s1) / (n0 / s0):.2f}"
-              f", peak RSS x{r1 / r0:.2f}")
+        print(f"  growth {n0:,} -> {n1:,} tasks (x{n1 / n0:g}): time x{s1 / s0:.2f}, "
+              f"tasks/s x{(n1 / s1) / (n0 / s0):.2f}, peak RSS x{r1 / r0:.2f}")
     print(f"  targets: 1,000,000 tasks in < {MAX_S_1M:g} s; peak RSS <= {MAX_RSS_MIB} MiB at every size")
     if os.environ.get("BENCH_CLI") == "1" and SIZES:
         n = SIZES[0]
