@@ -7,8 +7,9 @@
      MTCPROF_TRACE=ops (>= 1M ops); ops/s.
   BENCH_CLI=1 adds `mtcprof ingest` (the command, its start and summary included) on the first size.
 Targets (issue 56): 1,000,000 tasks in < 60 s; peak RSS <= 512 MiB at every size; >= 1,000,000 ops/s.
-Logs are generated once per size into BENCH_DIR (default /tmp/mtcio-ingest-bench, a cache: a million logs take
-~15 minutes of both cores and ~4 GB) and reused by later runs; delete the folder to make them again.
+Logs are generated once per size into BENCH_DIR (default /tmp/mtcio-ingest-bench), a cache reused by later runs: a
+million logs take ~4 GB and 15-40 minutes of both cores (37 on a shared 2-core VM); delete the folder to make them
+again.
 Each ingest runs in a fresh child process so ru_maxrss is the ingest's own peak.
 """
 from __future__ import annotations
