@@ -23,7 +23,8 @@ packages:
 $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || /usr/bin/python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	@# -qq: not setuptools' notice that every editable install prints; a failed build is still shown in full
+	$(PY) -m pip install -qq -e '.[test]'
 	@touch $@
 venv: $(VENV)/.stamp
 

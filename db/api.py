@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from mtcio.db import store
-from mtcio.db.ingest_tasks import _host_match
+from mtcio.db.gfarm import host_match
 from mtcio.db import logformat as _lf
 from mtcio.db.logformat import HIST_BINS, HIST_EDGES, NBINS, OPS
 
@@ -111,6 +111,8 @@ class Store:
         df = self._df("SELECT t.*, h.name AS host FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id "
                       "WHERE t.run_id = ? ORDER BY t.start_ns, t.id", (rid,))
         df = df.drop(columns=["run_id", "host_id"])
+        for c in ("exit_status", "signal"):        # NULL throughout (Darshan logs: not recorded): numbers, NaN
+            df[c] = pd.to_numeric(df[c])
         drop = self._df("SELECT task_id, sum(files_dropped) AS files_dropped, sum(ops_dropped) AS ops_dropped "
                         "FROM processes WHERE run_id = ? AND task_id IS NOT NULL GROUP BY task_id", (rid,))
         drop = drop.set_index("task_id").reindex(df["id"]).fillna(0).astype(np.int64)
@@ -239,7 +241,7 @@ class Store:
             if s is None:
                 s = cache[r] = tuple(self._names(json.loads(r)))
             reps.append(list(s))
-            local.append(_host_match(h or "", s))
+            local.append(host_match(h or "", s))
         df["replica_hosts"] = reps
         df["local"] = pd.array(local, dtype="boolean")
         df = df.drop(columns=["replicas"])
@@ -432,6 +434,16 @@ class Store:
             "JOIN files f ON f.id = fa.file_id JOIN processes p ON p.id = fa.process_id WHERE " + where, params)
         df = df.merge(paths, on=["process_id", "fid"], how="left")
         return df[cols]
+
+    def capture_gaps(self, run: str | int) -> pd.DataFrame:
+        """What the capture could not tell (Darshan logs): process_id, task, stage, kind, fid, path (of the file it
+        is about, else None), detail.  Empty for shim runs."""
+        return self._df(
+            "SELECT g.process_id, t.name AS task, t.stage, g.kind, g.fid, f.path, g.detail FROM capture_gaps g "
+            "JOIN processes p ON p.id = g.process_id LEFT JOIN tasks t ON t.id = p.task_id "
+            "LEFT JOIN file_access fa ON fa.process_id = g.process_id AND fa.fid = g.fid "
+            "LEFT JOIN files f ON f.id = fa.file_id WHERE p.run_id = ? ORDER BY g.process_id, g.kind",
+            (self._run_id(run),))
 
     def warnings(self, run: str | int) -> pd.DataFrame:
         """Ingest warnings kept with the run: log_path, offset, message."""

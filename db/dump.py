@@ -14,10 +14,12 @@ import json
 import sys
 
 from mtcio.db.logformat import HEADER_SIZE, LogError, ops_as_dicts, read_log
-from mtcio.exitcodes import BAD_INPUT, FAILED, OK, printable, quiet_broken_pipe
+from mtcio.exitcodes import BAD_INPUT, FAILED, OK, exit_table, printable, quiet_broken_pipe
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = exit_table({FAILED: "failed: a log is truncated or corrupt (its error line says where)",
+                           BAD_INPUT: "bad input: a LOG that is missing, a folder or not an mtcprof log"})
     p.add_argument("logs", nargs="+", metavar="LOG", help="mtcprof log file(s) (*.mtclog)")
     p.add_argument("--no-ops", action="store_true", help="omit the op trace lines")
 

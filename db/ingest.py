@@ -1,4 +1,4 @@
-"""`mtcprof ingest LOGDIR --db DB [--run NAME] [--strict]`: load shim logs into the SQLite store.
+"""`mtcprof ingest LOGDIR --db DB [--run NAME] [--strict] [--from darshan]`: load a run's logs into the store.
 
 Every *.mtclog under LOGDIR (recursively) is read with db/logformat.py.  Logs are grouped into runs (--run NAME, else
 each log's MTCPROF_RUN, else the folder's name); each run is written in ONE transaction, so the db is never left
@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mtcio.db import fastlog, prefetch
-from mtcio.db.ingest_tasks import build_tasks, fill_task_io  # noqa: F401 (ingest's steps)
+from mtcio.db import darshan_log, fastlog, prefetch
+from mtcio.db.gfarm import parse_gfwhere
+from mtcio.db.ingest_tasks import build_tasks, fill_task_io
 from mtcio.db import logformat as lf
 from mtcio.db import store, write_errors
 from mtcio.db.store import db_text, readable, text_of
+from mtcio.exitcodes import exit_table
 
 FLAG_BITS = {name: bit for bit, name in lf.FILE_FLAGS.items()}
 NC, NB = len(lf.COUNTERS), lf.NBINS
@@ -102,14 +104,14 @@ class IngestResult:
 # ---- progress ------------------------------------------------------------------------------------------------------
 
 class Progress:
-    """A small progress bar on stderr (only when there is a lot to do)."""
+    """A small progress bar on stderr (only when there is a lot to do); not a terminal (a log file, a pipe): only
+    the line done() writes at the end."""
 
     def __init__(self, total: int, label: str, enabled: bool | None = None, min_total: int = 2000):
         self.total, self.label, self.n = total, label, 0
         self.enabled = (total >= min_total) if enabled is None else enabled
         self.tty = sys.stderr.isatty()
         self.t0 = self.last = time.monotonic()
-        self.last_pct = -10
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -120,9 +122,6 @@ class Progress:
         if self.tty and now - self.last >= 0.2:
             self._draw(pct, "\r")
             self.last = now
-        elif not self.tty and pct >= self.last_pct + 10:
-            self._draw(pct, "")
-            self.last_pct = pct - pct % 10
 
     def _draw(self, pct: int, lead: str) -> None:
         w = 30
@@ -269,10 +268,12 @@ FILE_CACHE = 200_000    # paths whose file ids a writer keeps; past it the cache
 
 class _Batch:
     """Rows of the logs of one batch, ids assigned, not yet inserted."""
-    __slots__ = ("procs", "fas", "new_files", "new_paths", "ops", "maxoff", "n_ops", "dropped")
+    __slots__ = ("procs", "fas", "new_files", "new_paths", "ops", "gaps", "task_sources", "maxoff", "n_ops",
+                 "dropped")
 
     def __init__(self):
-        self.procs, self.fas, self.new_files, self.new_paths, self.ops = [], [], [], [], []
+        self.procs, self.fas, self.new_files, self.new_paths, self.ops, self.gaps = [], [], [], [], [], []
+        self.task_sources = {}      # Darshan logs: where task and stage came from -> logs
         self.maxoff = {}            # file id -> largest max_offset of the batch's rows (fill_sizes)
         self.n_ops = 0
         self.dropped = [0, 0, 0, None]
@@ -296,6 +297,7 @@ class _RunWriter:
         self.batch: list = []       # (path, host id, LogRows)
         self.added = self.skipped = self.n_fa = self.n_ops = 0
         self.dropped = [0, 0, 0, None]      # processes, files, ops dropped by the shim's limits; an example log
+        self.task_sources: dict = {}    # Darshan logs: where task and stage came from -> logs
         self.replaced = False       # a stored process was replaced (its rows deleted): sizes from the db's rows
         # the largest offset reached in each file by the rows this writer added, for fill_sizes
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_maxoff (file_id INTEGER PRIMARY KEY, m INTEGER)")
@@ -394,6 +396,9 @@ class _RunWriter:
             rows.ops.append((pid, chunk, count, first if first <= I64_MAX else None,
                              last if last <= I64_MAX else None, data))
             rows.n_ops += count
+        rows.gaps.extend((pid, fid, kind, detail) for kind, fid, detail in rec.gaps)
+        if rec.task_source:
+            rows.task_sources[rec.task_source] = rows.task_sources.get(rec.task_source, 0) + 1
 
     def _file_id(self, fpath: str, mounts, rows: _Batch) -> int:
         """The id of a path not in the cache: the db's, else a new one (its row inserted with the batch)."""
@@ -423,6 +428,8 @@ class _RunWriter:
         if rows.ops:
             c.executemany("INSERT INTO ops (process_id, chunk, n_ops, first_ns, last_ns, data) VALUES (?,?,?,?,?,?)",
                           rows.ops)
+        if rows.gaps:
+            c.executemany("INSERT INTO capture_gaps (process_id, fid, kind, detail) VALUES (?,?,?,?)", rows.gaps)
         if rows.maxoff:
             c.executemany("INSERT INTO temp.ingest_maxoff (file_id, m) VALUES (?, ?) ON CONFLICT (file_id) DO "
                           "UPDATE SET m = max(m, excluded.m)", rows.maxoff.items())
@@ -436,6 +443,8 @@ class _RunWriter:
             for i in range(3):
                 d[i] += rows.dropped[i]
             d[3] = d[3] or rows.dropped[3]
+        for src, n in rows.task_sources.items():
+            self.task_sources[src] = self.task_sources.get(src, 0) + n
 
     def _drop(self, process_id: int) -> None:
         self.replaced = True
@@ -454,28 +463,6 @@ def default_gfwhere_cmd() -> list[str] | None:
             os.path.exists("/etc/gfarm2.conf"):
         return ["gfwhere"]
     return None
-
-
-def parse_gfwhere(out: str, paths: list[str]) -> dict:
-    """gfwhere's stdout for `paths` -> {path: [hosts]}.  One path: a bare host list; several: `path:` blocks."""
-    res = {}
-    if len(paths) == 1:
-        hosts = out.split()
-        if hosts:
-            res[paths[0]] = sorted(hosts)
-        return res
-    wanted = set(paths)
-    cur = None
-    for line in out.splitlines():
-        s = line.strip()
-        if not s:
-            continue
-        if not line[:1].isspace() and s.endswith(":") and s[:-1] in wanted:
-            cur = s[:-1]
-            res[cur] = []
-        elif cur is not None:
-            res[cur].extend(s.split())
-    return {k: sorted(set(v)) for k, v in res.items()}
 
 
 def resolve_replicas(paths: list[str], cmd: list[str], timeout: float = 300.0, warn=None) -> tuple[dict, dict]:
@@ -575,21 +562,51 @@ def _stderr_warn(msg: str) -> None:
 
 def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False,
            gfwhere_cmd: list[str] | str | None = "auto", progress: bool | None = None,
-           warn=_stderr_warn, max_log_bytes: int = MAX_LOG_BYTES) -> IngestResult:
+           warn=_stderr_warn, max_log_bytes: int = MAX_LOG_BYTES, source: str = "mtcprof") -> IngestResult:
     """Ingest every log under logdir into db.  gfwhere_cmd: "auto" (plain gfwhere when Gfarm is configured),
     None (do not resolve replicas), a list or a shell-quoted string (e.g. "mtcbed exec mtc-node1 -- gfwhere").
+    source: "mtcprof" (the shim's *.mtclog) or "darshan" (*.darshan, read by db/darshan_log.py; logdir may then
+    name one log).
 
     A damaged log gives ONE warning naming it and the byte offset where it breaks; its valid prefix is kept (when
     it has a process record) and the rest of the run is ingested.  strict=True: everything is ingested in one
-    transaction that is rolled back when any log was damaged (res.committed False): nothing is stored."""
+    transaction that is rolled back when any log was damaged (res.committed False): nothing is stored.  A db this
+    call created is removed again when no run was stored in it (no log had a process record, or strict rolled
+    back): bad input leaves no file behind."""
     if gfwhere_cmd == "auto":
         gfwhere_cmd = default_gfwhere_cmd()
     elif isinstance(gfwhere_cmd, str):
         gfwhere_cmd = shlex.split(gfwhere_cmd)
-    paths = find_logs(os.path.abspath(logdir))
-    if not paths:
-        raise IngestError(f"{readable(logdir)}: no mtcprof logs (*.mtclog) found; was the run traced with "
-                          f"MTCPROF_DIR={readable(logdir)}?")
+    if source == "darshan":
+        if not darshan_log.available():
+            raise darshan_log.NoDarshan(darshan_log.INSTALL_HINT)
+        try:
+            paths = darshan_log.find_logs(os.path.abspath(logdir))
+        except FileNotFoundError:
+            raise IngestError(f"{readable(logdir)}: no such file or folder") from None
+        if not paths:
+            raise IngestError(f"{readable(logdir)}: no Darshan logs (*.darshan) found")
+        reader = darshan_log.Reader()
+        read_one = lambda path, _max, _load: reader.read(path, os.path.abspath(logdir))     # noqa: E731
+        if os.path.isfile(logdir):
+            logdir = os.path.dirname(os.path.abspath(logdir))
+    else:
+        paths = find_logs(os.path.abspath(logdir))
+        if not paths:
+            raise IngestError(f"{readable(logdir)}: no mtcprof logs (*.mtclog) found; was the run traced with "
+                              f"MTCPROF_DIR={readable(logdir)}?")
+        reader, read_one = None, _read
+    try:
+        # Darshan logs are read by the worker process, not ahead here
+        return _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, warn, max_log_bytes,
+                       read_ahead=reader is None)
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, warn, max_log_bytes,
+            read_ahead: bool) -> IngestResult:
     res = IngestResult()
     log_warning: dict = {}     # path -> (message, path, offset): a log read twice (another run's) warns once
 
@@ -606,15 +623,16 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
               f"they are", odd[0][0])
 
     def read(path, load=None):
-        rows, w = _read(path, max_log_bytes, load)
+        rows, w = read_one(path, max_log_bytes, load)
         if w is not None and path not in log_warning:
             log_warning[path] = w
             res.bad_logs += 1
             warn_(*w)
         return rows
 
+    created = not os.path.exists(db)
     conn = store.connect(db)
-    ahead = prefetch.Prefetch(max_log_bytes)
+    ahead = prefetch.Prefetch(max_log_bytes) if read_ahead else None
     try:
         default_run = run or os.path.basename(os.path.normpath(os.path.abspath(logdir))) or "run"
         pending = paths
@@ -646,9 +664,20 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
             conn.execute(f"PRAGMA cache_size = {int(cache)}")
         bar.done()
     finally:
-        ahead.close()
+        if ahead is not None:
+            ahead.close()
         conn.close()
+        if created and (not res.runs or not res.committed):
+            _remove_db(db)
     return res
+
+
+def _remove_db(db: str) -> None:
+    for path in (db, db + "-wal", db + "-shm", db + "-journal"):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, default_run, logdir, gfwhere_cmd,
@@ -689,6 +718,8 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
             writer.flush()
             counts = {"logs_added": writer.added, "logs_skipped": writer.skipped,
                       "file_access": writer.n_fa, "ops": writer.n_ops}
+            if writer.task_sources:
+                counts["task_sources"] = dict(writer.task_sources)
             nproc, nfiles, nops, example = writer.dropped
             if nproc:
                 counts["dropped"] = {"processes": nproc, "files": nfiles, "ops": nops}
@@ -718,11 +749,13 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
 class LogRows:
     """One log, reduced to what ingest stores: process dict, files as (fid, flags, path, 50 values), op chunks as
     (count, packed little-endian bytes), complete flag, error text, FILE records the reader kept out."""
-    __slots__ = ("proc", "files", "ops", "complete", "error", "kept_out")
+    __slots__ = ("proc", "files", "ops", "complete", "error", "kept_out", "gaps", "task_source")
 
     def __init__(self, proc, files, ops, complete, error, kept_out=0):
         self.proc, self.files, self.ops, self.complete, self.error = proc, files, ops, complete, error
         self.kept_out = kept_out
+        self.gaps = ()              # capture gaps (kind, fid or None, detail) of a Darshan log
+        self.task_source = None     # where a Darshan log's task and stage came from
 
 
 def read_rows(path: str, max_log_bytes: int = MAX_LOG_BYTES) -> tuple["LogRows | None", "lf.LogError | None"]:
@@ -789,7 +822,15 @@ def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES, load=None):
 # ---- CLI -----------------------------------------------------------------------------------------------------------
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("logdir", metavar="LOGDIR", help="folder with the run's *.mtclog files (searched recursively)")
+    p.epilog = exit_table({1: "failed: --strict and a log is truncated, corrupt or unreadable (nothing stored); "
+                              "the disk is full or read-only",
+                           2: "bad input: bad options, LOGDIR missing or without one readable log (no db is "
+                              "created), --db not a SQLite store, --from darshan without mtcio[darshan]"})
+    p.add_argument("logdir", metavar="LOGDIR", help="folder with the run's *.mtclog files (searched recursively); "
+                                                  "with --from darshan: *.darshan files, or one such log")
+    p.add_argument("--from", dest="source", choices=("mtcprof", "darshan"), default="mtcprof",
+                   help="what wrote the logs: mtcprof's shim (default) or Darshan (needs mtcio[darshan]; task and "
+                        "stage from the plugin's mtcprof-task.env, else the log folder, else the executable)")
     p.add_argument("--db", required=True, help="SQLite store (created if missing)")
     p.add_argument("--run", help="run name (default: the logs' MTCPROF_RUN, else the folder's name)")
     p.add_argument("--strict", action="store_true",
@@ -804,8 +845,8 @@ def main(args: argparse.Namespace) -> int:
     cmd = None if args.gfwhere_cmd in ("none", "") else args.gfwhere_cmd
     try:
         res = ingest(args.db, args.logdir, run=args.run, strict=args.strict, gfwhere_cmd=cmd,
-                     progress=False if args.no_progress else None)
-    except (IngestError, store.StoreError) as e:
+                     progress=False if args.no_progress else None, source=args.source)
+    except (IngestError, store.StoreError, darshan_log.NoDarshan) as e:
         print(f"mtcprof ingest: {e}", file=sys.stderr)
         return 1 if isinstance(e, store.DiskError) else 2
     except (sqlite3.OperationalError, OSError) as e:       # the disk filled up, or went read-only, while writing
@@ -819,10 +860,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings); --strict: nothing stored",
               file=sys.stderr)
         return 1
+    if not res.runs:
+        print(f"mtcprof ingest: none of the {res.bad_logs} logs under {readable(args.logdir)} has a process record: "
+              f"nothing stored", file=sys.stderr)
+        return 2
     for name, c in res.runs.items():
         print(f"run {readable(name)}: {c['logs_added']} logs added ({c['logs_skipped']} already present), "
               f"{c.get('tasks', 'unchanged')} tasks, {c['file_access']} file records, {c['ops']} ops",
               file=sys.stderr)
+        if c.get("task_sources"):
+            print(f"run {readable(name)}: task and stage from " + ", ".join(
+                f"{src} ({n} logs)" for src, n in sorted(c["task_sources"].items())), file=sys.stderr)
     if res.bad_logs:
         print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings)", file=sys.stderr)
     return 0

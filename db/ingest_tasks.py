@@ -173,13 +173,6 @@ def _chain(head, chain_last, chain_prev):
 
 # ---- per-task I/O -----------------------------------------------------------------------------------------------
 
-def _host_match(host: str, replicas) -> bool:
-    if host in replicas:
-        return True
-    short = host.split(".")[0]
-    return any(r.split(".")[0] == short for r in replicas)
-
-
 _TASK_IO_COLS = ("bytes_read", "bytes_written", "files_read", "files_written", "bytes_read_local",
                  "bytes_read_remote", "files_read_local", "files_read_remote", "bytes_read_unknown",
                  "bytes_written_local", "t_io_ns")
@@ -219,7 +212,7 @@ def fill_task_io(conn, run_id: int) -> None:
         r = replicas.get(reps)
         if r is None:
             r = replicas[reps] = frozenset(json.loads(reps))
-        return int(_host_match(hosts.get(host_id) or "", r))
+        return int(host_match(hosts.get(host_id) or "", r))
     conn.create_function("mtcio_local", 2, local, deterministic=True)
     try:
         conn.execute(_TASK_IO, (run_id,))
@@ -266,7 +259,7 @@ def _task_io_in_python(conn, run_id: int, hosts: dict, sum_fn: str) -> None:
         r = rep_cache.get(reps)
         if r is None:
             r = rep_cache[reps] = frozenset(json.loads(reps))
-        local = _host_match(task_host.get(tid) or "", r)
+        local = host_match(task_host.get(tid) or "", r)
         if br > 0 or nr > 0:
             if local:
                 a[4] += br

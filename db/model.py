@@ -16,6 +16,7 @@ import sys
 import numpy as np
 
 from mtcio.db import overlap, store
+from mtcio.db.gfarm import READAHEAD
 from mtcio.db.api import META_COLS, Store
 from mtcio.db.workflow_model import (Dist, Measured, Metadata, Read, Shared, Stage, StageEnvelope, Workflow, Write,
                                      from_dict, to_dict)
@@ -135,7 +136,6 @@ def _sys_calls(df, nbytes: str, calls: str):
     return np.where(small, np.minimum(n, merged), n)
 
 
-READAHEAD = 128 * 1024   # what one read call of a FUSE mount fetches at least (Linux's default window)
 
 
 def _compute_per_call(t, f) -> float | None:
@@ -211,7 +211,7 @@ def _io_cpu_wait(procs, ids) -> float | None:
     one, and is taken to wait there in the share it waited whenever it wanted a CPU (wait / (cpu + wait)). On the
     testbed's 2 vCPUs Montage's mBackground, 2 tasks per host, was 0.16-0.18 on 2 hosts and 0.49-0.55 on 4 (its
     processes got a CPU 24 % of the time they wanted one), every other stage under 0.09. The envelope's calls wait
-    too on the same CPUs: this is not the part an envelope lacks (montage_example/RESULTS.md, pass N). Only main
+    too on the same CPUs: this is not the part an envelope lacks (docs/experiments/montage-passes.md, pass N). Only main
     threads are clocked. None without clocks."""
     p, life = _clocked(procs, ids)
     moved = p["io_s"] > 0

@@ -23,47 +23,17 @@ import pandas as pd
 from mtcio.db import store as _store
 from mtcio.db.logformat import HIST_BINS
 from mtcio.exitcodes import BAD_INPUT, printable
+from mtcio.units import fmt_bytes, fmt_s   # the same units in every table and page
 
 PROG = "mtcprof report"
 
 
 # ---- formatting --------------------------------------------------------------------------------------------------
 
-def fmt_bytes(n) -> str:
-    """1536 -> '1.5 KiB' (binary units); NaN/None -> '—'."""
-    if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "—"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} PiB"  # pragma: no cover
-
-
 def fmt_int(n) -> str:
     if n is None or (isinstance(n, float) and math.isnan(n)):
         return "—"
     return f"{int(n):,}"
-
-
-def fmt_s(s) -> str:
-    """A duration with a unit and precision that fit it: '1,234 s', '12.3 s', '0.842 s', '4.1 ms', '62 µs', '—'."""
-    if s is None or pd.isna(s):
-        return "—"
-    s = float(s)
-    a = abs(s)
-    if a == 0:
-        return "0 s"
-    if a >= 100:
-        return f"{s:,.0f} s"
-    if a >= 10:
-        return f"{s:.1f} s"
-    if a >= 0.1:
-        return f"{s:.3f} s"
-    if a >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} µs"
 
 
 def fmt_frac(x) -> str:
@@ -384,6 +354,25 @@ def _pwrake_section(s, rid, tasks: pd.DataFrame) -> list[str]:
             + (f"<p>… {len(cmp) - 200} more tasks in table pwrake_tasks.</p>" if len(cmp) > 200 else "")]
 
 
+def _gap_mark(gap_procs: dict, kind: str) -> str:
+    """A number's note when some processes' capture could not tell all of it (Darshan logs)."""
+    n = gap_procs.get(kind, 0)
+    if not n:
+        return ""
+    what = {"module_partial": "more in files beyond Darshan's record limit",
+            "dxt_partial": "DXT trace partial"}[kind]
+    return f' <span class="warn">(+ {what}: {n:,} processes, <a href="#capture">capture</a>)</span>'
+
+
+def _capture_note(gap_procs: dict, n_procs: int) -> str:
+    """One line: what the Darshan logs of the run could not tell, and which numbers it touches."""
+    from mtcio.db.darshan_log import GAP_TEXT
+    parts = [f"{GAP_TEXT[k]} ({n:,} of {n_procs:,} processes)" for k, n in sorted(gap_procs.items())
+             if k in GAP_TEXT]
+    return ('<p class="warn" id="capture">Captured by Darshan: ' + "; ".join(_e(p) for p in parts)
+            + ". Meta-data ops, opens/closes and the bytes of such copies in the tables below lack these.</p>")
+
+
 def _warnings_section(s, rid) -> str:
     w = s.warnings(rid)
     if not len(w):
@@ -421,20 +410,24 @@ def _body(s, rid, tasks: pd.DataFrame, outdir: str, top: int) -> list[str]:
     n_ops = int(procs["ops_traced"].fillna(0).sum()) if "ops_traced" in procs else 0
     files_dropped, ops_dropped = int(procs["files_dropped"].fillna(0).sum()), int(procs["ops_dropped"].fillna(0).sum())
     hosts = sorted(tasks["host"].dropna().unique())
+    gaps = s.capture_gaps(rid)
+    gap_procs = {k: g["process_id"].nunique() for k, g in gaps.groupby("kind")} if len(gaps) else {}
     summ = [("tasks", f"{len(tasks):,}" + (f" ({failed:,} failed)" if failed else "")),
             ("stages", f"{len(st):,}"),
             ("hosts", f"{len(hosts):,}: " + ", ".join(_e(h) for h in hosts[:12]) + (" …" if len(hosts) > 12 else "")),
             ("processes", f"{len(procs):,}"),
             ("span", f"{fmt_s((t1 - t0) / 1e9)} (first task start {_e(_when(t0 / 1e9))})"),
-            ("bytes read", f"{fmt_bytes(tasks['bytes_read'].sum())} ({fmt_int(tasks['bytes_read'].sum())} B)"),
+            ("bytes read", f"{fmt_bytes(tasks['bytes_read'].sum())} ({fmt_int(tasks['bytes_read'].sum())} B)"
+             + _gap_mark(gap_procs, "module_partial")),
             ("bytes written",
-             f"{fmt_bytes(tasks['bytes_written'].sum())} ({fmt_int(tasks['bytes_written'].sum())} B)"),
+             f"{fmt_bytes(tasks['bytes_written'].sum())} ({fmt_int(tasks['bytes_written'].sum())} B)"
+             + _gap_mark(gap_procs, "module_partial")),
             ("time in I/O calls", f"{fmt_s(tasks['t_io_s'].sum())} summed over tasks "
                                   f"({fmt_frac(tasks['t_io_s'].sum() / max(tasks['duration_s'].sum(), 1e-12))} "
                                   f"of task time)"),
             ("op trace", (f"{n_ops:,} operations traced" if n_ops else "not recorded (run with MTCPROF_TRACE=ops)")
              + (f' <span class="warn">+ {ops_dropped:,} dropped (over MTCPROF_TRACE_MAX)</span>' if ops_dropped
-                else "")),
+                else "") + _gap_mark(gap_procs, "dxt_partial")),
             ("files in the analyses", "Gfarm files only" if scope_gfarm else "all files the tasks touched")]
     out.append('<h2 id="summary">Summary</h2><dl class="summary">' +
                "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in summ) + "</dl>")
@@ -444,6 +437,8 @@ def _body(s, rid, tasks: pd.DataFrame, outdir: str, top: int) -> list[str]:
                    f"and dropped {files_dropped:,} file records (more than 65,536 files in one process) and "
                    f"{ops_dropped:,} ops (more than MTCPROF_TRACE_MAX). Bytes, files, times and ops of what was "
                    f"dropped are missing from every number below; stages marked † are affected.</p>")
+    if gap_procs:
+        out.append(_capture_note(gap_procs, len(procs)))
     nav = ["stages", "locality", "files", "histograms", "timeline"]
     out.append('<p class="meta">Sections: ' + " · ".join(f'<a href="#{n}">{n}</a>' for n in nav) + "</p>")
 

@@ -1,5 +1,5 @@
 -- mtcio SQLite store: the one contract between the shim (via ingest), the envelope harness and the predictor.
--- Current schema version: 6 (PRAGMA user_version). db/store.py applies this file to a new db and the migrations
+-- Current schema version: 8 (PRAGMA user_version). db/store.py applies this file to a new db and the migrations
 -- in store.MIGRATIONS to an older one. Every statement here is idempotent (IF NOT EXISTS).
 -- Conventions: times are CLOCK_REALTIME ns (INTEGER, *_ns) or Unix seconds (REAL: created, measured_at,
 -- resolved_at); sizes in bytes; JSON columns hold UTF-8 JSON text; booleans are 0/1.
@@ -172,6 +172,18 @@ CREATE TABLE IF NOT EXISTS ops (
     data       BLOB NOT NULL,
     PRIMARY KEY (process_id, chunk)
 ) WITHOUT ROWID;
+
+-- What a capture could not tell about a process (Darshan logs, `mtcprof ingest --from darshan`; the shim's own
+-- limits are processes.files_dropped/ops_dropped): one row per process x kind, x file when it is about one file.
+-- kind: not_wrapped (calls Darshan does not count), module_partial (Darshan's record limit: files missing; detail
+-- the module), dxt_partial (fewer DXT segments than counted reads/writes), host_unknown (db/darshan_log.GAP_TEXT).
+CREATE TABLE IF NOT EXISTS capture_gaps (
+    process_id INTEGER NOT NULL REFERENCES processes(id) ON DELETE CASCADE,
+    fid        INTEGER,                  -- file_access.fid of that process; NULL: the whole process
+    kind       TEXT NOT NULL,
+    detail     TEXT
+);
+CREATE INDEX IF NOT EXISTS capture_gaps_process ON capture_gaps (process_id);
 
 -- Ingest warnings kept with the run (truncated/corrupt logs, unresolved replicas ...).
 CREATE TABLE IF NOT EXISTS ingest_warnings (

@@ -22,7 +22,7 @@ from mtcio.db import write_errors
 # new dbs and outputs are private (mtcio/private.py); callers use them as store.*
 from mtcio.private import PRIVATE_DIR, PRIVATE_FILE, private_dir, write_private  # noqa: F401
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class StoreError(RuntimeError):
@@ -131,8 +131,13 @@ def _v6_to_v7(conn: sqlite3.Connection) -> None:
     _add_columns(conn, "processes", CALL_WAIT_COLS)
 
 
+def _v7_to_v8(conn: sqlite3.Connection) -> None:
+    """Version 8 adds capture_gaps (what a Darshan log cannot tell); CREATE ... IF NOT EXISTS as for version 2."""
+    conn.executescript(schema_sql())
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6,
-                                                          _v6_to_v7]
+                                                          _v6_to_v7, _v7_to_v8]
 assert len(MIGRATIONS) == SCHEMA_VERSION - 1
 
 
@@ -387,6 +392,23 @@ def add_prediction(conn: sqlite3.Connection, *, stage: str, variant: str, predic
             (rid, db_text(stage), eid, variant, N, C, D, D_N, alpha, json.dumps(inputs or {}, sort_keys=True),
              predicted_s, json.dumps(terms or {}, sort_keys=True), bottleneck, time.time()))
     return cur.lastrowid
+
+
+def drop_prediction(conn: sqlite3.Connection, run: str, stage: str, variant: str, envelope: str) -> None:
+    """Delete run `run`'s prediction of `stage` by `variant` made with `envelope` (its origin, as inputs holds it):
+    a prediction made again replaces the earlier one.  The caller holds the transaction."""
+    conn.execute("DELETE FROM predictions WHERE run_id = (SELECT id FROM runs WHERE name = ?) AND stage = ? AND "
+                 "variant = ? AND json_extract(inputs, '$.envelope') = json_extract(?, '$')",
+                 (db_text(run), db_text(stage), variant, json.dumps(envelope)))
+
+
+def validated_predictions(conn: sqlite3.Connection, variant: str) -> list[tuple]:
+    """(run name, stage, C, inputs JSON, predicted_s, measured_s) of every `variant` prediction with a
+    validation, both times positive."""
+    return conn.execute(
+        "SELECT r.name, p.stage, p.C, p.inputs, p.predicted_s, v.measured_s FROM predictions p "
+        "JOIN validations v ON v.prediction_id = p.id JOIN runs r ON r.id = p.run_id "
+        "WHERE p.variant = ? AND v.measured_s > 0 AND p.predicted_s > 0", (variant,)).fetchall()
 
 
 def add_validation(conn: sqlite3.Connection, prediction_id: int, measured_s: float, *,

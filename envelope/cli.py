@@ -9,15 +9,6 @@ examples:
   mtcenvelope show --db mtc.db --name bed4
   mtcenvelope export --db mtc.db --name bed4 --format yaml -o bed4.yaml
   mtcenvelope plot --db mtc.db --name bed4 -o fig/
-
-exit codes:
-  0    ok
-  1    failed: measure stored some failed points (their reasons: show --failed); an output
-       file or folder could not be written
-  2    bad input: bad options; a file or --db that is missing, unreadable or malformed; an
-       implausible benchmark output; a duplicate import; an existing run without --append
-  130  interrupted (Ctrl-C, SIGTERM): the points measured so far are kept, the run is
-       marked interrupted in list and export
 """
 from __future__ import annotations
 
@@ -26,13 +17,27 @@ import os
 import sys
 import time
 
-from mtcio import __version__
-from mtcio.exitcodes import printable
+from mtcio.exitcodes import exit_table, printable
+from mtcio.helptext import HelpFormatter, add_version
 
 from .points import METRICS, ParseError, parse_size
 
-EXIT_CODES = __doc__[__doc__.index("exit codes:"):]
-VERSION = f"mtcenvelope (mtcio) {__version__}"
+_BAD = "bad input: bad options; a --db that is missing, unreadable or not SQLite; a --name it does not have"
+_OUT = "failed: the output file or folder could not be written"
+EXIT_CODES = {
+    "measure": exit_table({1: "failed: some points failed (their reasons: show --failed); the db could not be written",
+                           2: "bad input: bad options; --db not SQLite; an existing run without --append; "
+                              "an unknown host; a tool that is not installed",
+                           130: "interrupted (Ctrl-C, SIGTERM): the points measured so far are kept, the run "
+                                "is marked interrupted in list and export"}),
+    "import": exit_table({1: "failed: the db could not be written",
+                          2: "bad input: a FILE or --db that is missing, unreadable or malformed; an implausible "
+                             "benchmark output; a duplicate import; an existing run without --append"}),
+    "list": exit_table({2: "bad input: bad options; a --db that is missing, unreadable or not SQLite"}),
+    "show": exit_table({2: _BAD}),
+    "export": exit_table({1: _OUT, 2: _BAD}),
+    "plot": exit_table({1: _OUT, 2: _BAD}),
+}
 
 
 def _sizes(text: str) -> list[int]:
@@ -89,17 +94,21 @@ def _host_counts(text: str) -> list[int] | str:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mtcenvelope", description=__doc__.split("\n")[0],
-                                epilog=__doc__.split("\n", 2)[2],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", action="version", version=VERSION, help="print the version and exit")
+                                epilog=__doc__.split("\n", 2)[2] + "\n" + exit_table(
+                                    first="(each COMMAND's --help says what they mean for it)"),
+                                formatter_class=HelpFormatter)
+    add_version(p, "mtcenvelope")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
-    m = sub.add_parser("measure", help="run an envelope sweep and store its points",
+    def command(name, help_, description=None):
+        return sub.add_parser(name, help=help_, description=description or help_[0].upper() + help_[1:] + ".",
+                              epilog=EXIT_CODES[name], formatter_class=HelpFormatter)
+
+    m = command("measure", "run an envelope sweep and store its points",
                        description="Measure Tm, Ts, Tf, T1L/B1L, T1R/B1R, TN/BN, TL/BL for every file "
                        "size x processes per host x host count, each point until its 90% "
                        "interval is within --precision of its mean (at least --repeat times), "
-                       "with the native engine (or an external tool) on every host at once.",
-                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       "with the native engine (or an external tool) on every host at once.")
     m.add_argument("--db", required=True, help="SQLite db (created if missing)")
     m.add_argument("--name", help="run name (default envelope-YYYYmmdd-HHMMSS)")
     m.add_argument("--append", action="store_true", help="add to an existing run of that name")
@@ -142,7 +151,8 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--engine", help="mtcengine path on the hosts (default: this tree's build)")
     m.add_argument("--workdir", default="/mtcenvelope", help="Gfarm directory for the files "
                    "(a fresh subdirectory per sweep; removed at the end unless --keep-files)")
-    m.add_argument("--keep-files", action="store_true")
+    m.add_argument("--keep-files", action="store_true",
+                   help="leave the sweep's files in --workdir (to look at them; default: removed)")
     m.add_argument("--ops-per-proc", type=int, help="files per process and run (default: "
                    "enough for 2 MiB per process, 1..16)")
     m.add_argument("--block", type=_size, default=1 << 20, metavar="SIZE",
@@ -200,9 +210,10 @@ def parser() -> argparse.ArgumentParser:
                    "measure anyway (default 0: do not wait)")
     m.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    im = sub.add_parser("import", help="store the points of benchmark outputs made elsewhere")
-    im.add_argument("files", nargs="+", metavar="FILE")
-    im.add_argument("--db", required=True)
+    im = command("import", "store the points of benchmark outputs made elsewhere (IOR JSON, mdtest, fio, iozone)")
+    im.add_argument("files", nargs="+", metavar="FILE",
+                    help="benchmark outputs: IOR --json, mdtest text, fio --output-format=json, iozone text")
+    im.add_argument("--db", required=True, help="SQLite db to store the points in (created if missing)")
     im.add_argument("--name", required=True, help="run to store the points in (created; an existing "
                     "one only with --append)")
     im.add_argument("--append", action="store_true", help="add to an existing run of that name "
@@ -217,30 +228,32 @@ def parser() -> argparse.ArgumentParser:
     im.add_argument("--procs-per-host", type=_positive, help="processes per host (fio/iozone "
                     "outputs; default: all the output's processes on one host)")
 
-    ls = sub.add_parser("list", help="envelope runs in a db")
-    ls.add_argument("--db", required=True)
-    ls.add_argument("--json", action="store_true")
+    ls = command("list", "list the envelope runs in a db (name, tool, hosts, points, state)")
+    ls.add_argument("--db", required=True, help="SQLite db holding envelope runs")
+    ls.add_argument("--json", action="store_true", help="one JSON document instead of the table")
 
-    sh = sub.add_parser("show", help="a run's points: mean, min, max over repeats")
-    sh.add_argument("--db", required=True)
+    sh = command("show", "print a run's points: mean, min, max over repeats, with units")
+    sh.add_argument("--db", required=True, help="SQLite db holding envelope runs")
     sh.add_argument("--name", help="run (default: the latest envelope run)")
-    sh.add_argument("--metric", type=_metrics)
+    sh.add_argument("--metric", type=_metrics, metavar="M,..",
+                    help=f"only these metrics, of {','.join(METRICS)} (default all)")
     sh.add_argument("--failed", action="store_true", help="list the failed points with reasons")
 
-    ex = sub.add_parser("export", help="write a run's points to YAML or CSV (envelope/README.md)")
-    ex.add_argument("--db", required=True)
+    ex = command("export", "write a run's points to YAML or CSV (envelope/README.md gives the format)")
+    ex.add_argument("--db", required=True, help="SQLite db holding envelope runs")
     ex.add_argument("--name", help="run (default: the latest envelope run)")
     ex.add_argument("--format", choices=["yaml", "csv"], default=None,
                     help="default: from the -o suffix, else yaml")
-    ex.add_argument("-o", "--output", help="file, or - for stdout (default stdout)")
+    ex.add_argument("-o", "--output", metavar="FILE", help="file, or - for stdout (default stdout)")
 
-    pl = sub.add_parser("plot", help="one PNG per metric (ops/s or MiB/s over total processes, a line per file size) + index.html")
-    pl.add_argument("--db", required=True)
+    pl = command("plot", "draw one PNG per metric (ops/s or MiB/s over total processes, a line per file size) "
+                         "and an index.html showing them")
+    pl.add_argument("--db", required=True, help="SQLite db holding envelope runs")
     pl.add_argument("--name", help="run (default: the latest envelope run)")
-    pl.add_argument("-o", "--output", required=True, metavar="DIR")
+    pl.add_argument("-o", "--output", required=True, metavar="DIR",
+                    help="folder for the PNGs and index.html (created 0700 if missing)")
     for sp in sub.choices.values():
-        sp.add_argument("--version", action="version", version=VERSION,
-                        help="print the version and exit")
+        add_version(sp, "mtcenvelope")
     return p
 
 
@@ -260,7 +273,7 @@ def main(argv=None) -> int:
         print("mtcenvelope: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - one clear line, not a traceback, for known errors
-        from .measure import MeasureError
+        from .sweep import MeasureError
         from .tools import ToolMissing
         known = (MeasureError, ToolMissing, ParseError, LookupError, ValueError, OSError)
         try:
@@ -277,6 +290,8 @@ def main(argv=None) -> int:
 
 def cmd_measure(a) -> int:
     from . import measure as M
+    from . import sweep as SW
+    from .target import make_target
     name = a.name or time.strftime("envelope-%Y%m%d-%H%M%S")
     if a.max_repeat is None:
         a.max_repeat = max(30, a.repeat)
@@ -314,8 +329,8 @@ def cmd_measure(a) -> int:
         raise ValueError(f"--wait-quiet: expected 0..86400 s, got {a.wait_quiet}")
     if a.wait_quiet and not a.look:
         raise ValueError("--wait-quiet needs --look > 0")
-    sweep = M.Sweep(sizes=a.sizes or list(M.DEFAULT_SIZES),
-                    procs=a.procs or list(M.DEFAULT_PROCS), repeat=a.repeat,
+    sweep = SW.Sweep(sizes=a.sizes or list(SW.DEFAULT_SIZES),
+                    procs=a.procs or list(SW.DEFAULT_PROCS), repeat=a.repeat,
                     max_repeat=a.max_repeat, precision=a.precision,
                     budget_factor=a.budget_factor,
                     time_budget=a.time_budget or None,
@@ -332,7 +347,7 @@ def cmd_measure(a) -> int:
     if a.tool != "native":
         from . import tools
         tools.require(a.tool)            # a clear error before anything else happens
-    target = M.make_target(hosts, a.launcher, a.mount, a.backend, a.engine)
+    target = make_target(hosts, a.launcher, a.mount, a.backend, a.engine)
     n = len(target.hosts)
     sweep.host_counts = (list(range(1, n + 1)) if a.host_counts == "1..all" else
                          [n] if a.host_counts == "all" else a.host_counts)
@@ -378,15 +393,13 @@ def _look(a) -> dict | None:
 
 def _swung(db, run) -> str | None:
     """A line when a tenth or more of the run's op-rate points of 5+ repeats swung > 2x between their quartiles."""
-    import sqlite3
+    from mtcio.db import envelope_rows
 
     from .stats import SWUNG_SHARE, swung
     ops = [m for m, unit in METRICS.items() if unit == "ops/s"]
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = envelope_rows.open_readonly(db)
     try:
-        rows = conn.execute("SELECT p.metric, p.file_size, p.hosts, p.procs_per_host, p.value FROM envelope_points p "
-                            "JOIN runs r ON r.id = p.run_id WHERE r.name = ? AND p.ok = 1 AND p.value > 0 AND "
-                            f"p.metric IN ({', '.join('?' * len(ops))})", (run, *ops)).fetchall()
+        rows = envelope_rows.ok_values(conn, run, ops)
     finally:
         conn.close()
     cells: dict = {}

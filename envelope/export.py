@@ -174,7 +174,9 @@ def load(path_or_db: str | os.PathLike, name: str | None = None) -> pd.DataFrame
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per metric x size x procs x hosts: n ok, failed, mean (harmonic: the rate of the mean time), std, min,
-    max, the 90 % interval of the mean time (+-% of it) and the ops the repeats rest on."""
+    max, the 90 % interval of the mean time (+-% of it) and the ops the repeats rest on; for people (`show`): sizes
+    as '1.0 MiB', bandwidths in MiB/s."""
+    from mtcio.units import fmt_bytes
     from .stats import ci90, hmean
     g = df.groupby(["metric", "file_size", "procs_per_host", "hosts", "unit"], sort=False)
     rows = []
@@ -182,7 +184,9 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         v = x.loc[x["ok"], "value"]
         ci = ci90(list(v))
         ops = [c.get("ops") for c in x["config"]]
-        rows.append({"metric": m, "file_size": s, "ppn": p, "hosts": h, "nprocs": p * h,
+        if u == "bytes/s":
+            v, u = v / (1 << 20), "MiB/s"
+        rows.append({"metric": m, "file_size": fmt_bytes(s), "ppn": p, "hosts": h, "nprocs": p * h,
                      "unit": u, "n": len(v), "failed": int((~x["ok"]).sum()),
                      "mean": hmean(list(v)) if len(v) else math.nan,
                      "std": v.std(ddof=1) if len(v) > 1 else math.nan,
@@ -194,8 +198,9 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     order = {m: i for i, m in enumerate(["Tm", "Ts", "Tf", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL"])}
     if not out.empty:
-        out = out.sort_values(["metric", "file_size", "hosts", "ppn"],
-                              key=lambda c: c.map(order) if c.name == "metric" else c)
+        out["bytes"] = [s for (_, s, _, _, _), _ in g]
+        out = out.sort_values(["metric", "bytes", "hosts", "ppn"],
+                              key=lambda c: c.map(order) if c.name == "metric" else c).drop(columns="bytes")
         for c in ("mean", "std", "min", "max"):
             out[c] = out[c].map(lambda v: f"{v:.4g}" if math.isfinite(v) else "-")   # one repeat: no std
     return out

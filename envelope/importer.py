@@ -21,6 +21,8 @@ import os
 import sqlite3
 from typing import Callable, Sequence
 
+from mtcio.db import envelope_rows
+from mtcio.db import store as dbstore
 from mtcio.exitcodes import printable
 
 from .points import ParseError, Point
@@ -122,38 +124,24 @@ def _check_read_metric(read_metric: str, parsed: list) -> None:
 
 def _existing(conn: sqlite3.Connection, name: str) -> tuple[int | None, set, dict]:
     """(run id, sha256 of the outputs in the run, {point key: max repeat})."""
-    row = conn.execute("SELECT id, kind FROM runs WHERE name = ?", (name,)).fetchone()
-    if row is None:
+    kind = envelope_rows.kind_of(conn, name)
+    if kind is None:
         return None, set(), {}
-    if row[1] != "envelope":
-        raise ParseError(name, f"run {name!r} is a {row[1]} run, not an envelope run")
-    shas = {r[0] for r in conn.execute(
-        "SELECT DISTINCT json_extract(config, '$.source_sha256') FROM envelope_points "
-        "WHERE run_id = ?", (row[0],)) if r[0]}
-    reps = {tuple(r[:5]): r[5] for r in conn.execute(
-        "SELECT metric, file_size, procs_per_host, hosts, tool, MAX(repeat) FROM "
-        "envelope_points WHERE run_id = ? GROUP BY 1, 2, 3, 4, 5", (row[0],))}
-    return row[0], shas, reps
+    if kind != "envelope":
+        raise ParseError(name, f"run {name!r} is a {kind} run, not an envelope run")
+    rid = dbstore.run_id(conn, name)
+    return rid, envelope_rows.source_shas(conn, rid), envelope_rows.max_repeats(conn, rid)
 
 
 def _same_points(conn: sqlite3.Connection, rid: int, pts: list[Point]) -> int:
     """How many of ``pts`` the run already holds (same key, repeat, value and config)."""
-    n = 0
-    for p in pts:
-        r = p.to_row()
-        n += conn.execute(
-            "SELECT COUNT(*) FROM envelope_points WHERE run_id = ? AND metric = ? AND "
-            "file_size = ? AND procs_per_host = ? AND hosts = ? AND tool = ? AND repeat = ? "
-            "AND value IS ? AND config = ?", (rid, p.metric, p.file_size, p.procs_per_host,
-                                              p.hosts, p.tool, p.repeat, r["value"],
-                                              r["config"])).fetchone()[0] > 0
-    return n
+    return sum(envelope_rows.holds_point(conn, rid, p.to_row()) for p in pts)
 
 
 def _run_tool(conn: sqlite3.Connection, rid: int) -> str:
     """What made a run: 'import', or the tool `mtcenvelope measure` ran (native, ior, ...)."""
     import json
-    meta = conn.execute("SELECT meta FROM runs WHERE id = ?", (rid,)).fetchone()[0]
+    meta = envelope_rows.meta_of_id(conn, rid)
     try:
         tool = (json.loads(meta) or {}).get("tool") if meta else None
     except (ValueError, AttributeError):
@@ -168,7 +156,6 @@ def import_files(files: Sequence[str], db: str, name: str, *, read_metric: str |
     """Store the points of ``files`` into envelope run ``name`` of ``db``; returns the count.
     Raises ParseError (DuplicateImport) before storing anything when a file cannot be used, and
     ValueError when run ``name`` exists and ``append`` is not given or it is not an import run."""
-    from mtcio.db import store as dbstore
     parsed = parse_files(files, read_metric=read_metric, tool=tool, hosts=hosts,
                          procs_per_host=procs_per_host)
     conn = dbstore.connect(db)

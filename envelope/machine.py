@@ -2,8 +2,8 @@
 
 An envelope measured beside other work measures that work too. On the testbed (every host on one machine) a copy of
 a 172 MB file and a `sync`, over and over at nice 19, halved the median rate of small ops and made one-op points
-swing 2-5x between repeats; two CPU-bound processes at nice 19 slowed every point ~14 % (montage_example/RESULTS.md,
-pass AL). `mtcenvelope measure` looks for a moment before it starts, says what it saw, and can wait for a quiet one.
+swing 2-5x between repeats; two CPU-bound processes at nice 19 slowed every point ~14 %
+(docs/experiments/montage-passes.md, pass AL). `mtcenvelope measure` looks for a moment before it starts, says what it saw, and can wait for a quiet one.
 
 Only this machine is seen: /proc/stat and /proc/diskstats of the kernel running the command. On a cluster that is
 the client the sweep runs from, not the file system's servers.

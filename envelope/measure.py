@@ -19,7 +19,7 @@ For each host count h, file size S, processes per host P and repeat r (DESIGN.md
 * young (``--young``): T1L/B1L alone, read at once after the write run (no check, no cache drop in
   between; the replicas checked after the read): files another process wrote on the reader's host
   ~0.2 s before, within FUSE's entry and attribute timeouts (1 s by default), as Montage's
-  mFitplane reads mDiff's output ~0.1 s after it (montage_example/RESULTS.md: checked alone, the
+  mFitplane reads mDiff's output ~0.1 s after it (docs/experiments/montage-passes.md: checked alone, the
   age made no read cheaper; the idle before it did);
 * after idling (``--idle-ms N``): reads only, each reader sleeping N ms before each op after its
   first and its first op dropped (it follows the launch's idle, ~0.2 s or more; its mean time is
@@ -50,33 +50,24 @@ interrupted sweep (Ctrl-C, SIGTERM) keeps what it measured.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-import shlex
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable, Sequence
+
+from mtcio.db import envelope_rows
+from mtcio.db.gfarm import parse_gfwhere, short_host
 
 from . import engine as eng
 from .agent import Agent, AgentError, Result, run_many
-from .points import KiB, MiB, METRICS, ParseError, Point
+from .points import METRICS, ParseError, Point
 from .stats import ci90, hmean
-
-DEFAULT_SIZES = [1 * KiB, 128 * KiB, 1 * MiB, 16 * MiB]
-DEFAULT_PROCS = [1, 2, 4, 8]
-TESTBED_LAUNCHER_DOC = "mtcbed exec {host} --"
-
-# measurement kinds and the metrics they produce
-KIND_METRICS = {"create": ("Tm", "Ts"), "write": ("TL", "BL"), "local": ("T1L", "B1L", "Tf"),
-                "remote": ("T1R", "B1R"), "shared": ("TN", "BN")}
-KIND_OF = {m: k for k, ms in KIND_METRICS.items() for m in ms}
-DATA_KINDS = ("write", "local", "remote", "shared")
-DEFAULT_PRECISION = 0.05          # +-5 % of the mean, 90 % interval
-DEFAULT_TIME_BUDGET = 270.0       # seconds of measuring for the default sweep (<= 5 min)
+from .sweep import DATA_KINDS, KIND_METRICS, MeasureError, Step, Sweep, plan, point_groups
+from .target import Target
 
 
 def _finite(x):
@@ -84,201 +75,10 @@ def _finite(x):
     return x if x is None or math.isfinite(x) else None
 
 
-class MeasureError(RuntimeError):
-    """The sweep cannot start (bad options, no hosts, engine missing ...)."""
-
-
-# --------------------------------------------------------------------------------- target
-@dataclass
-class Target:
-    hosts: list[str]
-    launcher: list[str]                    # argv prefix with {host}
-    launcher_doc: str
-    backend: str = "posix"                 # posix on a gfarm2fs mount, or gfarm (libgfarm)
-    mount: str = ""                        # posix path prefix of the Gfarm root, may hold {host}
-    engine: str = str(eng.ENGINE)
-    same_kernel: bool = False              # every host runs on this machine's kernel (testbed)
-    testbed: dict | None = None
-
-    def prefix(self, host: str) -> str:
-        return "" if self.backend == "gfarm" else self.mount.format(host=host).rstrip("/")
-
-
-def testbed_status() -> dict | None:
-    """`mtcbed status --json` when a testbed is up on this machine, else None."""
-    try:
-        cp = subprocess.run([sys.executable, "-m", "mtcio.testbed.cli", "status", "--json"],
-                            capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if cp.returncode:
-        return None
-    try:
-        st = json.loads(cp.stdout)
-    except ValueError:
-        return None
-    return st if st.get("phase") == "up" and st.get("hosts") else None
-
-
-def make_target(hosts: Sequence[str] | None = None, launcher: str | None = None,
-                mount: str | None = None, backend: str = "posix",
-                engine: str | None = None) -> Target:
-    st = testbed_status() if launcher is None or mount is None or not hosts else None
-    exe = engine or str(eng.ENGINE)
-    if engine is None:
-        eng.build()
-    if st:
-        names = [h["name"] for h in st["hosts"]]
-        mounts = {h["name"]: h["mount"] for h in st["hosts"]}
-        hs = list(hosts) if hosts else names
-        unknown = [h for h in hs if h not in names]
-        if unknown and launcher is None:
-            raise MeasureError(f"unknown testbed host(s) {', '.join(unknown)}; hosts are "
-                               f"{', '.join(names)}")
-        tmpl = mount
-        if tmpl is None:
-            tmpl = os.path.commonpath(list(mounts.values())) + "/{host}" \
-                if all(mounts[n] == os.path.join(os.path.dirname(mounts[n]), n) for n in names) \
-                else None
-            if tmpl is None:
-                raise MeasureError("cannot derive a mount template from the testbed; give --mount")
-        if launcher is None:
-            lau = [sys.executable, "-m", "mtcio.testbed.cli", "exec", "{host}", "--"]
-            doc = TESTBED_LAUNCHER_DOC
-        else:
-            lau, doc = shlex.split(launcher), launcher
-        return Target(hs, lau, doc, backend, tmpl, exe, same_kernel=True, testbed=st)
-    if not hosts:
-        raise MeasureError("no testbed is up here: name the hosts (--hosts h1,h2,...) and how to "
-                           "reach them (--launcher 'ssh {host}')")
-    if backend == "posix" and not mount:
-        raise MeasureError("--backend posix needs --mount (the gfarm2fs mount point on every "
-                           "host, may contain {host}), or use --backend gfarm")
-    lau = launcher or "ssh {host}"
-    return Target(list(hosts), shlex.split(lau), lau, backend, mount or "", exe,
-                  same_kernel=False)
-
-
-# --------------------------------------------------------------------------------- sweep
-@dataclass
-class Sweep:
-    sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
-    procs: list[int] = field(default_factory=lambda: list(DEFAULT_PROCS))
-    host_counts: list[int] | None = None          # None: all hosts only
-    repeat: int = 3                               # minimum repeats per point
-    max_repeat: int = 30
-    precision: float = DEFAULT_PRECISION          # 0: exactly ``repeat`` repeats
-    time_budget: float | None = DEFAULT_TIME_BUDGET   # seconds for the sweep; None: no limit
-    budget_factor: float = 2.5                    # a point's time <= this x its minimum's
-    metrics: list[str] = field(default_factory=lambda: list(METRICS))
-    ops_per_proc: int | None = None               # None: auto from the size
-    creates_per_proc: int = 16
-    timeout: float = 60.0                         # per engine run
-    start_delay: float | None = None              # None: backend default
-    drop_caches: str = "auto"                     # auto | evict | drop | off
-    workdir: str = "/mtcenvelope"
-    keep_files: bool = False
-    fsync: bool = False
-    block: int = 1 * MiB
-    # the writers spin this long before writing (engine --compute-ms), as a task computes what it
-    # writes: right after compute a write can cost ~3x one after idling (envelope/README.md)
-    write_compute_ms: int = 0
-    # processes that only compute beside every engine run, per host (engine --hogs): the envelope of a file
-    # system whose hosts' CPUs are busy with tasks (envelope/README.md)
-    hogs_per_host: int = 0
-    # processes that only compute beside every engine run, per kernel: on a testbed (every host on this
-    # machine's kernel) the first host's engine runs them, elsewhere every host's (envelope/README.md)
-    hogs_per_kernel: int = 0
-    # every engine worker computes this long between two data calls (engine --gap-us), as a task computes
-    # each row it writes: calls apart cost more than calls back to back (envelope/README.md)
-    call_gap_us: int = 0
-    # T1L/B1L only, read at once after their write run: files written on the reader's host ~0.2 s before
-    young: bool = False
-    # reads only: every reader sleeps this long before each op after its first (engine --idle-ms), whose time is
-    # dropped from the point: a small read costs more the longer the host's I/O path idled before it
-    idle_ms: int = 0
-
-    def k_for(self, size: int) -> int:
-        """Operations per process: enough bytes per process (2 MiB) to time a small file,
-        one op for a big one, 1..16."""
-        if self.ops_per_proc:
-            return self.ops_per_proc
-        return max(2 if self.idle_ms else 1, min(16, math.ceil(2 * MiB / max(1, size))))
-
-
-@dataclass
-class Step:
-    kind: str           # create | setup-shared | write | local | remote | shared | cleanup
-    h: int
-    size: int = 0
-    ppn: int = 0
-    rep: int = 0
-    cost: float = 0.3   # seconds, for the ETA
-
-    def label(self) -> str:
-        if self.kind == "create":
-            return f"Tm p{self.ppn}x{self.h} r{self.rep}"
-        if self.kind in ("setup-shared", "cleanup"):
-            return f"{self.kind} {fmt_size(self.size)}"
-        name = {"write": "TL", "local": "T1L", "remote": "T1R", "shared": "TN"}[self.kind]
-        return f"{name} {fmt_size(self.size)} p{self.ppn}x{self.h} r{self.rep}"
-
-
-def fmt_size(n: int) -> str:
-    for unit, m in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", KiB)):
-        if n >= m and n % m == 0:
-            return f"{n // m}{unit}"
-    return f"{n}B"
-
-
-def plan(sweep: Sweep, nhosts: int) -> list[Step]:
-    kinds = {KIND_OF[m] for m in sweep.metrics}
-    hcs = sweep.host_counts or [nhosts]
-    steps: list[Step] = []
-    for h in hcs:
-        if "create" in kinds:
-            for p in sweep.procs:
-                for r in range(sweep.repeat):
-                    steps.append(Step("create", h, 0, p, r,
-                                      0.25 + p * h * sweep.creates_per_proc / 800))
-        for s in sweep.sizes:
-            k = sweep.k_for(s)
-            if "shared" in kinds:
-                steps.append(Step("setup-shared", h, s, cost=0.2 + s / 150e6))
-            for p in sweep.procs:
-                nbytes = s * k * p * h
-                ops = k * p * h
-                for r in range(sweep.repeat):
-                    if kinds & {"write", "local", "remote"}:
-                        steps.append(Step("write", h, s, p, r, 0.35 + sweep.write_compute_ms / 1000
-                                          + nbytes / 200e6 + ops / 800))
-                    for kind in ("local", "remote", "shared"):
-                        if kind in kinds and not (kind == "remote" and h < 2):
-                            steps.append(Step(kind, h, s, p, r, 0.3 + nbytes / 800e6 + ops / 1000))
-            if not sweep.keep_files:
-                steps.append(Step("cleanup", h, s, cost=0.3))
-    return steps
-
-
-def point_groups(steps: Sequence[Step]) -> list[list[Step]]:
-    """Consecutive steps of one point (every repeat of Tm for a P x h; of the write and reads
-    for a size x P x h); setup-shared and cleanup steps stand alone."""
-    groups: list[list[Step]] = []
-    last = None
-    for s in steps:
-        key = ("create", s.h, s.ppn) if s.kind == "create" else \
-            ("data", s.h, s.size, s.ppn) if s.kind in DATA_KINDS else None
-        if key is not None and key == last:
-            groups[-1].append(s)
-        else:
-            groups.append([s])
-        last = key
-    return groups
-
-
 # --------------------------------------------------------------------------------- progress
 class Progress:
-    """A bar with an estimate of the time left on stderr (a line per 5% when not a tty)."""
+    """A bar with an estimate of the time left on stderr.  Not a terminal (a log file, a pipe): no bar, only a line
+    per failed step and one when the last step is done."""
 
     def __init__(self, steps: Sequence[Step], stream=None, enabled: bool = True):
         self.total = sum(s.cost for s in steps) or 1.0
@@ -289,7 +89,6 @@ class Progress:
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.last_pct = -100.0
         self.failed = 0
 
     def update(self, step: Step, failed: bool = False) -> None:
@@ -309,10 +108,9 @@ class Progress:
         if self.tty:
             self.stream.write("\r" + msg + ("\n" if self.i == self.n else ""))
             self.stream.flush()
-        elif pct - self.last_pct >= 5 or self.i == self.n or failed:
+        elif self.i == self.n or failed:
             self.stream.write(msg + "\n")
             self.stream.flush()
-            self.last_pct = pct
 
     def add(self, steps: Sequence[Step]) -> None:
         """Extra repeats of a point that has not met its precision target yet."""
@@ -330,35 +128,6 @@ def fmt_t(s: float) -> str:
         return "?"
     s = int(round(s))
     return f"{s // 60}:{s % 60:02d}"
-
-
-# --------------------------------------------------------------------------------- gfwhere
-def parse_gfwhere(text: str, paths: Sequence[str]) -> dict[str, list[str]]:
-    """{path: sorted replica hosts} from `gfwhere P1 P2 ...` (blocks 'P:' + hosts); with
-    one path gfwhere prints the hosts only."""
-    out: dict[str, list[str]] = {}
-    if len(paths) == 1:
-        toks = [t for ln in text.splitlines() if not ln.rstrip().endswith(":")
-                for t in ln.split()]
-        if toks:
-            out[paths[0]] = sorted(toks)
-        return out
-    cur = None
-    want = set(paths)
-    for ln in text.splitlines():
-        s = ln.strip()
-        if not s:
-            continue
-        if s.endswith(":") and s[:-1] in want:
-            cur = s[:-1]
-            out[cur] = []
-        elif cur is not None:
-            out[cur] += s.split()
-    return {p: sorted(h) for p, h in out.items()}
-
-
-def short(host: str) -> str:
-    return host.split(".", 1)[0]
 
 
 # --------------------------------------------------------------------------------- runner
@@ -601,7 +370,7 @@ class Measurer:
         elif runs:
             cfg = _first_op_share(runs, cfg)
         if err and not runs:
-            pts = _failed(metric, size, step.ppn, step.h, rep, err, cfg)
+            pts = failed_points(metric, size, step.ppn, step.h, rep, err, cfg)
         else:
             pts = eng.points_from_runs(metric, runs, file_size=size, procs_per_host=step.ppn,
                                        hosts=step.h, repeat=rep, config=cfg)
@@ -671,7 +440,7 @@ class Measurer:
         else:
             reps, werr = self.where([p])
             state["replicas"] = reps.get(p, [])
-            if [short(x) for x in state["replicas"]] != [short(writer)]:
+            if [short_host(x) for x in state["replicas"]] != [short_host(writer)]:
                 state["error"] = (f"shared file {p} has replicas {state['replicas']}, expected "
                                   f"only {writer}" + (f" ({werr})" if werr else ""))
             else:
@@ -693,7 +462,7 @@ class Measurer:
             return []
         reps, werr = self.where([p for ps in expected.values() for p in ps])
         wrong = [(p, reps.get(p)) for h, ps in expected.items() for p in ps
-                 if [short(x) for x in reps.get(p, [])] != [short(h)]]
+                 if [short_host(x) for x in reps.get(p, [])] != [short_host(h)]]
         nfiles = sum(len(v) for v in expected.values())
         placement = {"check": "gfwhere after the run", "files": nfiles,
                      "on_writer_host_only": nfiles - len(wrong)}
@@ -754,9 +523,9 @@ class Measurer:
         bad = []
         for reader, owner in src.items():
             for p in state["expected"][owner]:
-                rs = [short(x) for x in state["replicas"].get(p, [])]
-                good = rs == [short(reader)] if st.kind == "local" else \
-                    (rs and short(reader) not in rs)
+                rs = [short_host(x) for x in state["replicas"].get(p, [])]
+                good = rs == [short_host(reader)] if st.kind == "local" else \
+                    (rs and short_host(reader) not in rs)
                 if not good:
                     bad.append(f"{p} on {rs} read by {reader}")
         nfiles = sum(len(state["expected"][o]) for o in src.values())
@@ -797,8 +566,8 @@ class Measurer:
         start = min((x.t_start_ns for r in runs for x in r.records), default=None)
         expected = state["expected"]
         reps, werr = self.where([p for ps in expected.values() for p in ps])
-        bad = [f"{p} on {[short(x) for x in reps.get(p, [])]} read by {h}" for h, ps in expected.items() for p in ps
-               if [short(x) for x in reps.get(p, [])] != [short(h)]]
+        bad = [f"{p} on {[short_host(x) for x in reps.get(p, [])]} read by {h}" for h, ps in expected.items() for p in ps
+               if [short_host(x) for x in reps.get(p, [])] != [short_host(h)]]
         nfiles = sum(len(v) for v in expected.values())
         cfg = {**cfg, "cache": {"mode": "kept", "why": "young reads: files written on the reader's host just before"},
                "placement": {"kind": "1-to-1 local", "check": "gfwhere after the read", "files": nfiles,
@@ -1010,7 +779,8 @@ def _first_op_share(runs, cfg):
     return {**cfg, "first_op_share": round(first / total, 4)}
 
 
-def _failed(metric, size, ppn, h, rep, err, cfg) -> list[Point]:
+def failed_points(metric, size, ppn, h, rep, err, cfg) -> list[Point]:
+    """A failed point for every metric measured together with `metric` (the tool drivers' failures too)."""
     return [Point.failed(m, size, ppn, h, rep, "native", err, eng_version(), cfg)
             for m in eng.measured_together(metric)]
 
@@ -1051,17 +821,15 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
     if not os.path.exists(target.engine) and target.same_kernel:
         raise MeasureError(f"engine {target.engine} not found (make -C envelope/engine)")
     conn = dbstore.connect(db)
-    row = conn.execute("SELECT kind FROM runs WHERE name = ?", (name,)).fetchone()
+    kind = envelope_rows.kind_of(conn, name)
     repeat_base = 0
-    if row is not None:
+    if kind is not None:
         if not append:
             raise MeasureError(f"run {name!r} already exists in {db}; pick another --name or "
                                "give --append")
-        if row[0] != "envelope":
-            raise MeasureError(f"run {name!r} is a {row[0]} run, not an envelope run")
-        mx = conn.execute("SELECT MAX(repeat) FROM envelope_points p JOIN runs r ON "
-                          "r.id = p.run_id WHERE r.name = ?", (name,)).fetchone()[0]
-        repeat_base = 0 if mx is None else mx + 1
+        if kind != "envelope":
+            raise MeasureError(f"run {name!r} is a {kind} run, not an envelope run")
+        repeat_base = envelope_rows.next_repeat(conn, name)
     meta = {"tool": "native", "hosts": target.hosts, "host_counts": hcs,
             "sizes": sweep.sizes, "procs_per_host": sweep.procs, "repeat": sweep.repeat,
             "metrics": sweep.metrics, "backend": target.backend, "launcher": target.launcher_doc,
@@ -1075,7 +843,7 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
             "call_gap_us": sweep.call_gap_us, "young": sweep.young, "idle_ms": sweep.idle_ms}
     if machine is not None:
         meta["machine_before"] = machine
-    if row is not None:
+    if kind is not None:
         set_status(conn, name, "running")
 
     def store_fn(points):
@@ -1083,13 +851,7 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
 
     def annotate_fn(metrics, size, ppn, h, rep_lo, rep_hi, precision):
         """The point's precision into the config of each of its repeats."""
-        with conn:
-            conn.execute(
-                "UPDATE envelope_points SET config = json_set(config, '$.precision', json(?)) "
-                "WHERE run_id = (SELECT id FROM runs WHERE name = ?) AND metric IN (%s) AND "
-                "file_size = ? AND procs_per_host = ? AND hosts = ? AND repeat BETWEEN ? AND ?"
-                % ",".join("?" * len(metrics)),
-                (json.dumps(precision), name, *metrics, size, ppn, h, rep_lo, rep_hi))
+        envelope_rows.set_precision(conn, name, metrics, size, ppn, h, rep_lo, rep_hi, precision)
 
     steps = plan(sweep, len(target.hosts))
     prog = Progress(steps, stream=stream, enabled=progress)
@@ -1126,14 +888,11 @@ def measure(db: str, name: str, target: Target, sweep: Sweep, *, append: bool = 
 def set_status(conn, name: str, status: str) -> None:
     """Mark run ``name`` complete | interrupted | failed (stopped by an error) | running in
     its meta (list and export show it); nothing when the run has no point yet."""
-    row = conn.execute("SELECT meta FROM runs WHERE name = ?", (name,)).fetchone()
-    if row is None:
+    meta = envelope_rows.meta_of(conn, name)
+    if meta is None:
         return
-    meta = json.loads(row[0]) if row[0] else {}
     meta["status"] = status
-    with conn:
-        conn.execute("UPDATE runs SET meta = ? WHERE name = ?", (json.dumps(meta, sort_keys=True),
-                                                                name))
+    envelope_rows.set_meta(conn, name, meta)
 
 
 def _sigterm(signum, frame):

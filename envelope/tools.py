@@ -60,14 +60,16 @@ def _run(argv: list[str], timeout: float) -> tuple[int | None, str, str]:
 def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: bool = False,
                       mpi_launcher: str = "mpirun -np {nprocs}", progress: bool = True
                       ) -> dict[str, Any]:
+    from mtcio.db import envelope_rows
     from mtcio.db import store as dbstore
     from .agent import Agent
-    from .measure import KIND_METRICS, MeasureError, Progress, Step
+    from .measure import Progress
+    from .sweep import KIND_METRICS, MeasureError, Step
 
     drv = require(tool)
     version = drv.version()
     conn = dbstore.connect(db)
-    if conn.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone() and not append:
+    if envelope_rows.kind_of(conn, name) is not None and not append:
         conn.close()
         raise MeasureError(f"run {name!r} already exists in {db}; pick another --name or --append")
     meta = {"tool": tool, "tool_version": version, "hosts": target.hosts,
@@ -134,11 +136,11 @@ def measure_with_tool(tool: str, db: str, name: str, target, sweep, *, append: b
             except (ParseError, ValueError) as e:
                 err = str(e)
             if err:
-                from .measure import _failed
+                from .measure import failed_points
                 pts = [Point.failed(p.metric, p.file_size, p.procs_per_host, p.hosts, p.repeat,
                                     tool, err, version, cfg)
                        for r in range(sweep.repeat)
-                       for p in _failed(metric, size, ppn, h, r, err, cfg)]
+                       for p in failed_points(metric, size, ppn, h, r, err, cfg)]
             pts = [p for p in pts if p.metric in sweep.metrics]
             if pts:
                 dbstore.add_envelope_points(conn, name, pts, meta=meta)

@@ -35,8 +35,8 @@ def testbed_session(nodes: int = 4, up_args=()):
 
 def poll_idle():
     """An open /dev/cpu_dma_latency holding 0 us: idle CPUs poll instead of halting while it stays open (on this VM a
-    halted vCPU's wake-up sat in every small op: montage_example/RESULTS.md, passes S and T). None (and a line saying
-    so) where the machine has no such device or it may not be written."""
+    halted vCPU's wake-up sat in every small op: docs/experiments/montage-passes.md, passes S and T). None (and a
+    line saying so) where the machine has no such device or it may not be written."""
     try:
         fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
         os.write(fd, struct.pack("i", 0))

@@ -263,7 +263,7 @@ def main(argv=None) -> int:
     p.add_argument("--poll-idle", action=argparse.BooleanOptionalAction, default=False,
                    help="hold /dev/cpu_dma_latency at 0 us while the demo runs: idle CPUs poll instead of halting, "
                         "as the prediction benchmark does. Off by default: on 4 alternating pairs of demos the polled "
-                        "ones' refined median was 36-92 %%, the others' 34-46 %% (montage_example/RESULTS.md)")
+                        "ones' refined median was 36-92 %%, the others' 34-46 %% (docs/experiments/montage-passes.md)")
     a = p.parse_args(argv)
     if os.geteuid() != 0:
         print("make demo: needs root (the testbed creates network namespaces)", file=sys.stderr)

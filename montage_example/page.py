@@ -15,6 +15,7 @@ beside the values measured in Kyo, Tatebe, Tanaka (IPSJ 2014) (mProjectPP 94 %, 
 """
 from __future__ import annotations
 
+import base64
 import html
 import json
 import math
@@ -22,6 +23,7 @@ import os
 import statistics
 
 from mtcio.private import write_private
+from mtcio.units import fmt_bytes, fmt_s
 
 PAPER_ALPHA = {"mProjectPP": 0.94, "mDiff": 0.62, "mBackground": 0.63}   # the paper's mDiffFit is our mDiff
 SCALED, BASELINE_MODEL = "scaled.yaml", "baseline.yaml"     # fitted over the small runs; the first large run's
@@ -29,12 +31,16 @@ PREDICTED, VALIDATED, BASELINE = "predicted", "validated", "baseline"   # mtcpre
 RAKE = "Rake with the mtcio plugin and placement (each task on the host holding most of its input bytes)"
 
 
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
 def _pct(v):
-    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.0f} %"
+    return "–" if _missing(v) else f"{100 * v:.0f} %"
 
 
 def _num(v, fmt="{:.3f}"):
-    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
+    return "–" if _missing(v) else fmt.format(v)
 
 
 def locality(db: str, run: str) -> list[dict]:
@@ -190,24 +196,62 @@ def summary_text(rows, runs, info) -> str:
     return "\n".join(lines + summary_lines(fig, runs, info))
 
 
-def _stage_tr(r, e) -> str:
+# The stage table's columns, as DASH names them (the header shows "predicted", "run", "baseline" more than once)
+COLUMNS = ("stage", "predicted tasks", "tasks", "α", "local all", "read", "written", "predicted", "run", "run",
+           "error", "spread", "baseline", "baseline")
+# Why a cell of the page's stage table holds no value, by column: said under the table for each column that has one.
+DASH = {
+    "predicted tasks": "the stage is not in the prediction (no traced stage of that name at the smaller sizes)",
+    "α": "the stage read no Gfarm file of its own (1-to-1): every input it read is shared with other tasks, or "
+         "not in Gfarm, so there is no local share of such reads",
+    "local all": "the stage read no Gfarm bytes",
+    "predicted": "the stage is not in the prediction made before the runs",
+    "run": "the stage was not measured in that run (no traced task of it)",
+    "error": "no prediction or no measurement to compare",
+    "spread": "measured in fewer than two runs",
+    "baseline": "the stage is not in the first run's own model, or was not measured in the second run",
+}
+
+
+def _cell(v, text, col, dashes):
+    """A table cell; a missing value is a dash whose reason DASH[col] is said under the table."""
+    if _missing(v):
+        dashes.add(col)
+        return "<td>–</td>"
+    return f"<td>{text}</td>"
+
+
+def _stage_tr(r, e, dashes) -> str:
     paper = PAPER_ALPHA.get(r["stage"])
     ms = list(r["measured_s"]) + [None] * (2 - len(r["measured_s"]))
-    return (f"<tr><td>{e(r['stage'])}</td><td>{_num(r.get('predicted_tasks'), '{}')}</td><td>{r['tasks']}</td>"
-            f"<td>{_pct(r['alpha'])}</td><td>{_pct(r['alpha_all'])}</td><td>{_pct(paper) if paper else ''}</td>"
-            f"<td>{r['bytes_read'] / 1e6:.2f}</td><td>{r['bytes_written'] / 1e6:.2f}</td>"
-            f"<td>{_num(r['predicted_s'])}</td><td>{_num(ms[0])}</td><td>{_num(ms[1])}</td>"
-            f"<td><b>{_num(r['error_pct'], '{:+.0f}')}</b></td><td>{_num(r['spread_pct'], '{:.0f}')}</td>"
-            f"<td>{_num(r['baseline_s'])}</td><td>{_num(r['baseline_error_pct'], '{:+.0f}')}</td></tr>")
+    if _missing(r["alpha"]):
+        dashes.add("α")
+    alpha = _pct(r["alpha"]) + (f" <small>(paper {_pct(paper)}<sup>*</sup>)</small>" if paper else "")
+    err = f"<b>{_num(r['error_pct'], '{:+.0f}')} %</b>"
+    cells = [f"<td>{e(r['stage'])}</td>",
+             _cell(r.get("predicted_tasks"), r.get("predicted_tasks"), "predicted tasks", dashes),
+             f"<td>{r['tasks']}</td>", f"<td>{alpha}</td>",
+             _cell(r["alpha_all"], _pct(r["alpha_all"]), "local all", dashes),
+             f"<td>{fmt_bytes(r['bytes_read'])}</td>", f"<td>{fmt_bytes(r['bytes_written'])}</td>",
+             _cell(r["predicted_s"], fmt_s(r["predicted_s"]), "predicted", dashes),
+             _cell(ms[0], fmt_s(ms[0]), "run", dashes), _cell(ms[1], fmt_s(ms[1]), "run", dashes),
+             _cell(r["error_pct"], err, "error", dashes),
+             _cell(r["spread_pct"], _num(r["spread_pct"], "{:.0f}") + " %", "spread", dashes),
+             _cell(r["baseline_s"], fmt_s(r["baseline_s"]), "baseline", dashes),
+             _cell(r["baseline_error_pct"], _num(r["baseline_error_pct"], "{:+.0f}") + " %", "baseline", dashes)]
+    return "<tr>" + "".join(cells) + "</tr>"
 
 
-def _workflow_tr(w) -> str:
+def _workflow_tr(w, dashes) -> str:
     if not w["stages"]:
         return ""
-    return (f"<tr class='total'><td>whole workflow</td><td colspan='7'>I/O time summed over {w['stages']} stages</td>"
-            f"<td>{w['predicted_s']:.3f}</td><td>{w['measured_s'][0]:.3f}</td><td>{w['measured_s'][1]:.3f}</td>"
-            f"<td><b>{_num(w['error_pct'], '{:+.0f}')}</b></td><td>{_num(w['spread_pct'], '{:.0f}')}</td>"
-            f"<td>{_num(w['baseline_s'])}</td><td>{_num(w['baseline_error_pct'], '{:+.0f}')}</td></tr>")
+    return (f"<tr class='total'><td>whole workflow</td><td colspan='6'>I/O time summed over {w['stages']} stages</td>"
+            f"<td>{fmt_s(w['predicted_s'])}</td><td>{fmt_s(w['measured_s'][0])}</td><td>{fmt_s(w['measured_s'][1])}</td>"
+            f"<td><b>{_num(w['error_pct'], '{:+.0f}')} %</b></td>"
+            f"{_cell(w['spread_pct'], _num(w['spread_pct'], '{:.0f}') + ' %', 'spread', dashes)}"
+            f"{_cell(w['baseline_s'], fmt_s(w['baseline_s']), 'baseline', dashes)}"
+            f"{_cell(w['baseline_error_pct'], _num(w['baseline_error_pct'], '{:+.0f}') + ' %', 'baseline', dashes)}"
+            "</tr>")
 
 
 def _links(out, runs, e) -> str:
@@ -224,27 +268,76 @@ def _links(out, runs, e) -> str:
     return "".join(links)
 
 
+# The figures shown on the page itself, embedded: (file under OUT, title, what it shows)
+FIGURES = ((f"{VALIDATED}/parity.png", "Predicted before the runs against measured",
+            "left: each stage's predicted I/O time against its measured one (the two runs' mean), the grey band "
+            "±20 %; right: each stage's error beside the two runs' spread"),
+           (f"{VALIDATED}/maps.png", "Where the stages sit on the envelope",
+            "predicted bandwidth (MiB/s) of each access class over file size and concurrency, the stages marked "
+            "and named in each map's legend"),
+           (f"{VALIDATED}/stage_time.png", "Predicted stage I/O time over file size and node count",
+            "the four heaviest stages; the white mark: as traced"),
+           ("profile/timeline.png", None, "every task of the first run, host by time"))
+
+
+def _embedded(out, e) -> str:
+    """The FIGURES that exist, each as an image in the page (data: URI): the page needs no other file to show them."""
+    parts = []
+    for rel, title, said in FIGURES:
+        path = os.path.join(out, rel)
+        if not os.path.exists(path):
+            continue
+        with open(path, "rb") as fh:
+            data = base64.b64encode(fh.read()).decode()
+        parts.append(f"<h3>{e(title or 'Task timeline of the first run')}</h3><p class=note>{e(said)}</p>"
+                     f"<img alt='{e(rel)}' src='data:image/png;base64,{data}'>")
+    return "".join(parts)
+
+
+def _dash_notes(dashes) -> str:
+    said = [f"<li><b>–</b> in <i>{html.escape(col)}</i>: {html.escape(DASH[col])}</li>" for col in DASH if col in dashes]
+    return f"<ul class=note>{''.join(said)}</ul>" if said else ""
+
+
+STYLE = """body{font-family:sans-serif;margin:2em;max-width:1400px}td,th{padding:2px 8px;text-align:right;
+white-space:nowrap}td:first-child,th:first-child{text-align:left}table{border-collapse:collapse}
+tr:nth-child(even){background:#f3f3f3}tr.total{border-top:2px solid #888;font-weight:bold}
+th.group{text-align:center;border-bottom:1px solid #888}img{max-width:100%}.note{color:#555;font-size:13px}"""
+
+
 def write(out: str, db: str, runs, info: dict) -> tuple[str, str]:
     """runs: the two runs of the large sky, in the order they ran (and were validated)."""
     rows = stage_rows(locality(db, runs[0]), predictions(out, PREDICTED), repeats(out, VALIDATED),
                       predictions(out, BASELINE))
+    path = os.path.join(out, "index.html")
+    write_private(path, render(out, db, rows, runs, info))          # 0600 as every output
+    return path, summary_text(rows, runs, info)
+
+
+def render(out: str, db: str, rows, runs, info: dict) -> str:
+    """The page (self-contained: its figures embedded) from the stage rows and what OUT holds."""
     fig = figures(rows)
     e = html.escape
     small = ", ".join(f"{k} tiles (run <code>{e(r)}</code>)" for r, k in info["small"].items())
     said = "".join(f"<li>{e(n)}</li>" for n in notes(out, PREDICTED))
     steps = "".join(f"<li>{e(k)}: {v:.1f} s</li>" for k, v in info.get("steps", {}).items())
-    embeds = "".join(f"<h2>{e(t)}</h2><iframe src='{rel}' style='width:100%;height:900px;border:1px solid #ccc'>"
-                     f"</iframe>" for rel, t in ((f"{VALIDATED}/report.html", "mtcpredict"),)
-                     if os.path.exists(os.path.join(out, rel)))
-    mosaic = ("<img src='mosaic.png' alt='the mosaic' style='max-width:480px;image-rendering:pixelated'>"
-              if os.path.exists(os.path.join(out, "mosaic.png")) else "<p>(no mosaic preview)</p>")
+    mosaic = ""
+    if os.path.exists(os.path.join(out, "mosaic.png")):
+        with open(os.path.join(out, "mosaic.png"), "rb") as fh:
+            mosaic = (f"<img src='data:image/png;base64,{base64.b64encode(fh.read()).decode()}' alt='the mosaic' "
+                      "style='max-width:480px;image-rendering:pixelated'>")
     large = info["large"]
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>mtcio demo: Montage on Gfarm</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}td,th{{padding:2px 8px;text-align:right}}
-td:first-child,th:first-child{{text-align:left}}table{{border-collapse:collapse}}tr:nth-child(even){{background:#f3f3f3}}
-tr.total{{border-top:2px solid #888;font-weight:bold}}th.group{{text-align:center;border-bottom:1px solid #888}}</style>
+    dashes: set = set()
+    table = "".join(_stage_tr(r, e, dashes) for r in rows) + _workflow_tr(fig["workflow"], dashes)
+    paper_note = ("<p class=note><sup>*</sup> paper: the local share Kyo, Tatebe, Tanaka (IPSJ 2014) measured for the "
+                  "stage (Montage of 956 images under Pwrake on 8 Gfarm nodes; its mDiffFit is mDiff + mFitplane "
+                  "here); given for the stages the paper measured, only.</p>"
+                  if any(r["stage"] in PAPER_ALPHA for r in rows) else "")
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>mtcio demo: Montage on Gfarm</title>
+<meta name="viewport" content="width=device-width"><style>{STYLE}</style>
 </head><body>
 <h1>Montage 6.0 on a 4-host Gfarm: traced small, predicted large, then run</h1>
+<ul>{''.join(f"<li><b>{e(line)}</b></li>" for line in summary_lines(fig, runs, info))}</ul>
 <p>{e(info['preset'])} preset, {info['hosts']} hosts &times; {info['slots']} slots, {e(info.get('runner', RAKE))}.
 Traced {small}; <code>mtcprof model --size</code> fitted how every stage grows with the tiles; <code>mtcpredict
 --at size={large} hosts={info['hosts']} procs={info['slots']} --tasks-from</code> (the {large}-tile workflow's
@@ -252,29 +345,29 @@ Traced {small}; <code>mtcprof model --size</code> fitted how every stage grows w
 (<code>{PREDICTED}/prediction.json</code>) was written at t = {info['predicted_at_s']:.1f} s of the demo, before the
 first {large}-tile run was launched at t = {info['launched_at_s']:.1f} s. Then {large} tiles ran twice, runs
 {' and '.join(f"<code>{e(r)}</code>" for r in runs)} (wall time {_walls(info, runs)}) in <code>{e(db)}</code>.</p>
-<ul>{''.join(f"<li><b>{e(line)}</b></li>" for line in summary_lines(fig, runs, info))}</ul>
 <h2>Stages at {large} tiles: I/O time predicted before the runs vs measured in both</h2>
-<p>Predicted: the refined model's I/O time of the stage (its busiest slot), from the fitted model. Run 1, run 2:
-the stage's I/O time as mtcpredict <code>--validate</code> measures it in each run. Error: against the two runs'
-mean. Spread: how far the two runs are apart, (max − min) / mean: an error inside it is within the workflow's own
-noise. Baseline: run <code>{e(runs[0])}</code>'s own model (same configuration, traced) predicting run
-<code>{e(runs[1])}</code>, error against that run. α: local share of the bytes of 1-to-1 inputs in run
-<code>{e(runs[0])}</code>; local all: every Gfarm byte read, shared inputs included; paper: Kyo, Tatebe, Tanaka
-(IPSJ 2014; Pwrake on 8 nodes; its mDiffFit is mDiff + mFitplane here).</p>
-<table><tr><th></th><th colspan="2" class="group">tasks</th><th colspan="5" class="group">run {e(runs[0])}</th>
+<table><tr><th></th><th colspan="2" class="group">tasks</th><th colspan="4" class="group">run {e(runs[0])}</th>
 <th colspan="5" class="group">I/O time: predicted from {e(' and '.join(map(str, info['small'].values())))} tiles
 vs measured</th><th colspan="2" class="group">baseline</th></tr>
-<tr><th>stage</th><th>predicted</th><th>run</th><th>α</th><th>local all</th><th>paper</th><th>read MB</th>
-<th>written MB</th><th>predicted s</th><th>run 1 s</th><th>run 2 s</th><th>error %</th><th>spread %</th>
-<th>predicted s</th><th>error %</th></tr>
-{''.join(_stage_tr(r, e) for r in rows)}{_workflow_tr(fig['workflow'])}</table>
+<tr><th>stage</th><th>predicted</th><th>run</th><th>α</th><th>local all</th><th>read</th>
+<th>written</th><th>predicted</th><th>run 1</th><th>run 2</th><th>error</th><th>spread</th>
+<th>predicted</th><th>error</th></tr>
+{table}</table>
+<p class=note>Predicted: the refined model's I/O time of the stage (its busiest slot), from the fitted model. Run 1,
+run 2: the stage's I/O time as mtcpredict <code>--validate</code> measures it in each run. Error: against the two
+runs' mean. Spread: how far the two runs are apart, (max − min) / mean: an error inside it is within the
+workflow's own noise. Baseline: run <code>{e(runs[0])}</code>'s own model (same configuration, traced) predicting
+run <code>{e(runs[1])}</code>, error against that run. α: local share of the bytes of 1-to-1 inputs in run
+<code>{e(runs[0])}</code>; local all: every Gfarm byte read, shared inputs included.</p>
+{paper_note}{_dash_notes(dashes)}
 <h3>What the prediction assumed</h3><ul>{said or '<li>(no notes)</li>'}</ul>
-<h2>The mosaic ({large} tiles, run {e(runs[0])})</h2>{mosaic}
-<h2>Reports</h2><ul>{_links(out, runs, e)}</ul>
+<h2>Figures</h2>{_embedded(out, e) or '<p>(no figures: the validated prediction or the run report is missing)</p>'}
+<h2>The mosaic ({large} tiles, run {e(runs[0])})</h2>{mosaic or '<p>(no mosaic preview)</p>'}
+<h2>Reports</h2>
+<p class=note>This page holds everything it shows. The reports it links are in the demo's folders, which only
+their owner may read (0700; files 0600, as every mtcio output: traces reveal users' paths and commands): open
+them as that user, or make them readable (<code>chmod -R go+rX</code> on the folder) before serving it to others.</p>
+<ul>{_links(out, runs, e)}</ul>
 <h2>Steps</h2><ul>{steps}</ul>
-{embeds}
 </body></html>
 """
-    path = os.path.join(out, "index.html")
-    write_private(path, page)          # 0600 as every output
-    return path, summary_text(rows, runs, info)

@@ -175,12 +175,24 @@ def run_workflow(bed: Bed, top: str, hosts: list, *, run: str, db: str, logdir: 
         wall = time.monotonic() - t0
         err = "".join(err_lines)
         if p.returncode != 0:
-            last = [l for l in err_lines if l.strip() and not l.startswith(("/", "Tasks:", "(See"))]
-            raise RunError(f"rake failed (exit {p.returncode}): {(last[-1] if last else err).strip()[:300]}")
+            raise RunError(f"rake failed (exit {p.returncode}): {_rake_error(err_lines)}")
         return Result(wall, "".join(out_buf), err)
     finally:
         if shift_dir:
             shutil.rmtree(shift_dir, ignore_errors=True)
+
+
+def _rake_error(err_lines: list) -> str:
+    """What rake said went wrong: its "rake aborted!" message (a failed command's line and the lines just
+    before it), not the plugin's closing lines, which come after it."""
+    lines = [l.rstrip("\n") for l in err_lines]
+    if "rake aborted!" in lines:
+        i = lines.index("rake aborted!")
+        said = [l for l in lines[i + 1:i + 4] if l.strip() and not l.startswith(("/", "Tasks:", "(See"))]
+        before = [l for l in lines[max(0, i - 6):i] if l.strip() and not l.startswith("mtcprof:")]
+        return " | ".join(before[-3:] + said)[:600]
+    last = [l for l in lines if l.strip() and not l.startswith(("/", "Tasks:", "(See"))]
+    return (last[-1] if last else "").strip()[:300]
 
 
 def run_untraced_local(folder: str, jobs: int = 2, timeout: float = 600) -> float:

@@ -9,8 +9,8 @@ import argparse
 import os
 import sys
 
-from mtcio import __version__
-from mtcio.exitcodes import BAD_INPUT, EPILOG, guard, printable
+from mtcio.exitcodes import BAD_INPUT, EPILOG, exit_table, guard, printable
+from mtcio.helptext import HelpFormatter, add_version
 
 # name -> (module, one-line help)
 _MTCPROF_SUBCOMMANDS = {
@@ -26,11 +26,6 @@ _MTCPROF_SUBCOMMANDS = {
 
 # Libraries that a subcommand's module imports at its top but that its add_arguments() never uses.
 _HEAVY = ("numpy", "pandas", "matplotlib", "yaml")
-
-
-def version_action(p: argparse.ArgumentParser, prog: str) -> None:
-    p.add_argument("--version", action="version", version=f"{prog} (mtcio) {__version__}",
-                   help="print the version and exit")
 
 
 def _defer_heavy_imports() -> None:
@@ -104,11 +99,16 @@ def _mtcprof(argv: list) -> int:
         epilog="examples:\n  mtcprof run --dir logs --task t1 --stage mProjectPP -- mProjectPP in.fits out.fits t.hdr\n"
                "  mtcprof dump logs/*.mtclog\n"
                "  mtcprof ingest logs --db mtc.db --run montage1\n"
-               "  mtcprof COMMAND --help      options of one command\n" + EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    version_action(p, "mtcprof")
+               "  mtcprof COMMAND --help      options of one command\n\n"
+               + exit_table(first="(mtcprof run: the command's own once it runs; each command's --help lists its own)",
+                            rows={126: "mtcprof run: the command cannot be executed",
+                                  127: "mtcprof run: the command is not found"}),
+        formatter_class=HelpFormatter)
+    add_version(p, "mtcprof")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", prog="mtcprof")   # prog: no help formatter now
-    parsers = {name: sub.add_parser(name, help=help_, description=help_, epilog=EPILOG)
+    # A subcommand's module may set its own epilog (its exit codes) in add_arguments; EPILOG otherwise.
+    parsers = {name: sub.add_parser(name, help=help_, description=help_, epilog=EPILOG,
+                                    formatter_class=HelpFormatter)
                for name, (_mod, help_) in _MTCPROF_SUBCOMMANDS.items()}
     name = _chosen(argv, _MTCPROF_SUBCOMMANDS)
     mod = None

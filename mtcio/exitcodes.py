@@ -10,12 +10,14 @@ Python tracebacks away from users.
     130  interrupted (Ctrl-C)
 
 `mtcprof run` and `mtcbed exec` otherwise exit with the status of the command they ran (128+N if it died of
-signal N).  Every command uses these names; EPILOG is the line each `--help` ends with.
+signal N).  Every command uses these names; each `--help` ends with exit_table() of the codes that command
+can return (EPILOG: the ones every command can), one row per code.
 
 In a command's code:
 
-    from mtcio.exitcodes import BAD_INPUT, EPILOG, STATE, guard, printable
-    p = argparse.ArgumentParser(..., epilog=EPILOG)        # and on each subparser
+    from mtcio.exitcodes import BAD_INPUT, EPILOG, STATE, exit_table, guard, printable
+    p = argparse.ArgumentParser(..., epilog=EPILOG)        # and on each subparser; or
+    p.epilog = exit_table({FAILED: "some points failed"})  # the common codes, one of them said more precisely
     return guard("mtcenvelope import", cmd_import, args)   # Ctrl-C 130, closed pipe 0, anything unexpected 1
     print(f"mtcenvelope import: {printable(path)}: not an IOR output", file=sys.stderr); return BAD_INPUT
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 
 OK = 0
 FAILED = 1
@@ -34,7 +37,37 @@ STATE = 3
 UNKNOWN_HOST = 4
 INTERRUPTED = 130
 
-EPILOG = "exit codes: 0 ok, 1 failed, 2 bad input, 3 wrong state, 4 unknown host, 130 interrupted"
+# What each code means, in the table every `--help` ends with.
+WORDS = {
+    OK: "ok",
+    FAILED: "failed: the operation was tried and did not succeed, or an unexpected error",
+    BAD_INPUT: "bad input: bad arguments, or an input file or db that is missing, unreadable or malformed",
+    STATE: "wrong state: the testbed is already up, or none is up",
+    UNKNOWN_HOST: "unknown host",
+    INTERRUPTED: "interrupted (Ctrl-C)",
+}
+# Every command can return these: argparse exits 2 on bad arguments, guard() 1 on an unexpected error.
+COMMON = (OK, FAILED, BAD_INPUT, INTERRUPTED)
+
+
+def exit_table(rows: dict | None = None, *, codes=COMMON, first: str | None = None) -> str:
+    """The 'exit codes:' block of a `--help`: one row per code, `codes` in their own words unless `rows` words
+    them (a row None drops that code; a code in `rows` that is not in `codes` is added).  `first`: a line
+    before the rows (e.g. "CMD's own exit status once CMD runs; before it starts:")."""
+    words = {c: WORDS[c] for c in codes}
+    for c, w in (rows or {}).items():
+        if w is None:
+            words.pop(c, None)
+        else:
+            words[c] = w
+    lines = ["exit codes:"] + ([f"  {first}"] if first else [])
+    for c in sorted(words):         # a long row wrapped under its words, at 100 columns as a terminal shows
+        lines += textwrap.wrap(words[c], 100, initial_indent=f"  {c:<4} ", subsequent_indent=" " * 7,
+                               break_long_words=False, break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+EPILOG = exit_table()
 
 # MTCIO_DEBUG=1 lets an unexpected exception through with its traceback (for bug reports).
 DEBUG_ENV = "MTCIO_DEBUG"

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
+
+from mtcio.db import store
 
 MIN_RUNS = 1
 LAMBDA = 1.0           # runs' worth of weight a group's mean gives the one above it
@@ -32,12 +33,9 @@ MIN_HELD_OUT = math.ceil((1 + LEVEL) / (1 - LEVEL) - 1e-9)
 def history(db: str, envelope: str) -> list[dict]:
     """Validated refined predictions made with `envelope` (its origin as stored in inputs):
     {run, stage, C, y (log measured/predicted), predicted, measured}."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = store.connect(db, readonly=True)
     try:
-        rows = conn.execute(
-            "SELECT r.name, p.stage, p.C, p.inputs, p.predicted_s, v.measured_s FROM predictions p "
-            "JOIN validations v ON v.prediction_id = p.id JOIN runs r ON r.id = p.run_id "
-            "WHERE p.variant = 'refined' AND v.measured_s > 0 AND p.predicted_s > 0").fetchall()
+        rows = store.validated_predictions(conn, "refined")
     finally:
         conn.close()
     out = []

@@ -7,23 +7,25 @@ import os
 import sqlite3
 import sys
 
-from mtcio.exitcodes import printable   # light: names from a trace may hold undecodable bytes
+from mtcio.exitcodes import exit_table, printable   # light: names from a trace may hold undecodable bytes
+from mtcio.helptext import HelpFormatter, add_version
+
+EXIT_CODES = exit_table({1: "failed: an output (--out, the --validate db) could not be written",
+                         2: "bad input: bad options; a workflow model, envelope or --validate run that is "
+                            "missing, malformed or does not fit the model"})
 
 EPILOG = """\
 variants:
   faithful  equations (1)-(3) of the round-based model as published: C = hosts, ceil(N/C) rounds, T and B as the
             roofline (T at the envelope's smallest size, B at its largest) at concurrency C
-  refined   slots = hosts x procs per host, the last partial round, envelope values at the stage's real
-            file size and concurrency, real metadata counts (stats at Ts), re-reads, several files per task,
-            tiny shared headers metadata-bound, the I/O concurrency seen in the trace, the envelope of the
-            stage's call size, its spread of op sizes, the busiest host's share of tasks, warm reads of the
-            run's own outputs, (given an envelope measured with --young) young reads of files written on the
-            host < 1 s before, a process's first op dearer than its next, every open of a re-opened file
-            an op, stats the attribute cache served free, names looked up and not found as stats, seeks
-            to a file's end at Tf (an fstat after a read) or as stats, a shell-redirected output or one left
-            for exit to close as its create, (given an envelope measured with --hogs-per-host) the CPU load
-            the stage's I/O ran beside, and (given one measured with --call-gap-us) how far apart its tasks'
-            calls came, computing between them, where calls apart cost more (--refine picks)
+  refined   slots = hosts x procs per host, envelope values at the stage's real file size and
+            concurrency, real metadata counts (stats at Ts), re-reads, several files per task, tiny shared
+            headers metadata-bound, the I/O concurrency seen in the trace, the envelope of the stage's call
+            size, its spread of op sizes, warm reads of the run's own outputs, a process's first op dearer
+            than its next, every open of a re-opened file an op, stats the attribute cache served free,
+            seeks to a file's end at Tf (an fstat after a read) or as stats, (given an envelope measured with
+            --hogs-per-host) the CPU load the stage's I/O ran beside, and the run's wait for a CPU against the
+            envelope's (--refine picks)
   calibrated  (with --calibrate) the refined model times each stage's past error with this envelope
             (its runs on as many hosts, shrunk toward all its runs' and every stage's), judged by
             leave-one-run-out cross-validation; its 90 % interval is those held-out errors' 5th-95th
@@ -34,14 +36,12 @@ examples:
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --validate mtc.db:montage1 --out report/
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-2880 --envelope mtc.db:bed4-warm
   mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-hogs1   # an idle and a loaded one
-  mtcpredict workflow.yaml --envelope mtc.db:bed4 --envelope mtc.db:bed4-apart200  # and one of calls apart
   mtcpredict workflow.yaml --what-if hosts=2,4,8 alpha=0.6,1.0
   mtcprof model --db mtc.db --run m16,m36 --size m16=16,m36=36 -o scaled.yaml    # a model that scales
   mtcpredict scaled.yaml --at size=100 hosts=8 --tasks-from graph100.txt        # graph: rake -P at that size
   mtcpredict scaled.yaml --what-if size=64,100,400 hosts=4,8,16                   # where the bottleneck moves
   mtcpredict workflow.yaml --variant refined --refine=-io_overlap,-metadata --json
 
-exit codes: 0 ok, 1 failed, 2 bad input (workflow, envelope, options), 130 interrupted
 """
 
 
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .model import OPT_IN, REFINEMENTS
     from .surface import CELL_RATES
     p = argparse.ArgumentParser(
-        prog="mtcpredict", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        prog="mtcpredict", formatter_class=HelpFormatter, epilog=EPILOG + "\n" + EXIT_CODES,
         description="Predict each stage's I/O time (read, write, metadata) of a workflow model from a measured MTC "
                     "envelope, attribute it to its bottleneck, and optionally validate it against a traced run.")
     p.add_argument("workflow", metavar="WORKFLOW.yaml", nargs="?", help="workflow model (`mtcprof model` writes one)")
@@ -63,11 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "measured on a 4-host testbed; a CSV export carries no measurement conditions, so it "
                         "can only be given alone). "
                         "Give it again for envelopes of the same file system measured with other bytes per call "
-                        "(`mtcenvelope measure --block`), warm reads (--drop-caches off) or young ones (--young): "
-                        "the refined model looks each stage's reads and writes up in the one nearest their traced "
-                        "call size (call_size), reads of files the run wrote in the warm one (warm_reads) and of "
-                        "files written on the host < 1 s before in the young one (young_reads); the first is the "
-                        "main one (faithful model, maps)")
+                        "(`mtcenvelope measure --block`), warm reads (--drop-caches off) or beside computing "
+                        "processes (--hogs-per-host): the refined model looks each stage's reads and writes up in "
+                        "the one nearest their traced call size (call_size), reads of files the run wrote in the "
+                        "warm one (warm_reads), and moves them toward the loaded one by the stage's CPU load "
+                        "(cpu_load); the first is the main one (faithful model, maps). One of young reads "
+                        "(--young) or of calls apart (--call-gap-us) is ignored, said on stderr: no refinement "
+                        "uses them since the ablation (docs/experiments/ablation.md)")
     p.add_argument("--cell-rate", choices=CELL_RATES, default="swung",
                    help="how an envelope point's repeats make its value: swung (default: the rate of their mean time "
                         "per op, the slowest of 5 or more counted as the next slowest, but at a point whose repeats' "
@@ -79,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--refine", metavar="LIST", default="default",
                    help=f"refinements of the refined variant: default "
                         f"({'all but ' + ', '.join(OPT_IN) if OPT_IN else 'all'}), all, none, a "
-                        f"list ({','.join(REFINEMENTS)}) or the default less or plus some (-io_overlap,+wait_ratio)")
+                        f"list ({', '.join(REFINEMENTS)}) or the default less or plus some (-io_overlap,+wait_ratio)")
     p.add_argument("--validate", metavar="DB[:RUN[,RUN..]]",
                    help="compare with traced run(s) in DB (several runs: repeats, their spread is the noise floor; "
                         "DB alone: the model's own run if DB has it, else DB's latest trace run); each run must have "
@@ -111,16 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "of them), of the mean's (faithful)")
     p.add_argument("--files", choices=("auto", "gfarm", "all"),
                    help="with --validate: which traced files count (as `mtcprof model --files`; default auto)")
-    p.add_argument("--version", action="version", version=f"mtcpredict {_version()}")
+    add_version(p, "mtcpredict")
     return p
-
-
-def _version():
-    try:
-        from importlib.metadata import version
-        return version("mtcio")
-    except Exception:  # noqa: BLE001 - a source tree without metadata
-        return "unknown"
 
 
 def main(argv=None) -> int:
@@ -225,6 +219,12 @@ def _run(a) -> int:
     if idle[0]:           # the main envelope is an idle one: the first given
         envs.insert(0, envs.pop(idle[0]))
         surfaces.insert(0, surfaces.pop(idle[0]))
+    for i in reversed(range(len(envs))):      # the ablation removed the refinements these served
+        unused = _unused(surfaces[i])
+        if unused:
+            print(f"mtcpredict: envelope {envs[i].origin} was measured {unused}: no refinement uses such an "
+                  "envelope since the ablation (docs/experiments/ablation.md); ignored", file=sys.stderr)
+            del envs[i], surfaces[i]
     surface = surfaces[0]
     surface.others = surfaces[1:]
     env = envelope_source.combined(envs)
@@ -297,6 +297,15 @@ def _run(a) -> int:
     if a.out:
         print(f"mtcpredict: report in {os.path.join(a.out, 'report.html')}", file=sys.stderr)
     return 0
+
+
+def _unused(sf) -> str | None:
+    """How an envelope no refinement uses was measured (None: it may be used)."""
+    if sf.young:
+        return "of young reads (mtcenvelope --young)"
+    if sf.gap_us:
+        return f"with calls {sf.gap_us} us apart (mtcenvelope --call-gap-us)"
+    return None
 
 
 def _instantiate(wf, scaled, at_items, tasks_from, force):
@@ -477,10 +486,7 @@ def _store(spec, result, measured, runs, env):
             # names go to the db as the store keeps them (db_text: a non-UTF-8 name is a BLOB of its bytes); the
             # envelope is compared as inputs holds it, a JSON string, decoded by SQLite on both sides
             with conn:   # a prediction made again replaces the earlier one (same run, stage, variant, envelope)
-                conn.execute("DELETE FROM predictions WHERE run_id = (SELECT id FROM runs WHERE name = ?) AND "
-                             "stage = ? AND variant = ? AND json_extract(inputs, '$.envelope') = json_extract(?, '$')",
-                             (store.db_text(runs[0]), store.db_text(d["stage"]), d["variant"],
-                              json.dumps(env.origin)))
+                store.drop_prediction(conn, runs[0], d["stage"], d["variant"], env.origin)
             pid = store.add_prediction(
                 conn, stage=d["stage"], variant=d["variant"], predicted_s=d["total_s"], run=runs[0],
                 envelope_run=env_run, N=d["N"], C=d["C"], D=d["D"], D_N=d["D_N"], alpha=d["alpha"],

@@ -12,6 +12,8 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 
+from mtcio.db import envelope_rows
+
 SHIPPED = os.path.join(os.path.dirname(__file__), "data", "envelope-testbed4.yaml")
 FORMAT = "mtcio-envelope"
 
@@ -183,8 +185,8 @@ def load(spec: str | None) -> EnvelopeData:
 
 def _db(path, name):
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        runs = conn.execute("SELECT id, name, meta FROM runs WHERE kind = 'envelope' ORDER BY id").fetchall()
+        conn = envelope_rows.open_readonly(path)
+        runs = envelope_rows.envelope_runs(conn)
     except sqlite3.DatabaseError as e:
         raise EnvelopeSourceError(f"envelope {path}: not a readable mtcio db ({e})") from None
     if not runs:
@@ -197,10 +199,8 @@ def _db(path, name):
             raise EnvelopeSourceError(f"envelope {path}: no envelope run {name!r} (runs: "
                                       f"{', '.join(r[1] for r in runs)})")
         rid, name, meta = match[0]
-    cols = ("metric", "file_size", "procs_per_host", "hosts", "value", "unit", "repeat", "tool", "config", "ok",
-            "error")
     try:
-        rows = conn.execute(f"SELECT {', '.join(cols)} FROM envelope_points WHERE run_id = ?", (rid,)).fetchall()
+        pts = envelope_rows.points_of(conn, rid)
         meta = json.loads(meta) if meta else {}
     except sqlite3.DatabaseError as e:
         raise EnvelopeSourceError(f"envelope {path}:{name}: not a readable mtcio db ({e})") from None
@@ -208,7 +208,6 @@ def _db(path, name):
         raise EnvelopeSourceError(f"envelope {path}:{name}: the run's meta is not JSON") from None
     finally:
         conn.close()
-    pts = [dict(zip(cols, r)) for r in rows]
     for p in pts:
         p["ok"] = bool(p["ok"])
     origin = f"{path}:{name}"

@@ -62,15 +62,6 @@ def write_terms(C, D, Tm, TL, BL):
     return {"meta": 1 / Tm, "write": max(by_bw, by_ops)}, bound
 
 
-def first_op_premium(S, k, T_S, T_k):
-    """Refinement first_slots: the seconds a process's first op costs beyond an op of the task's I/O concurrency.
-
-    The op is charged S/T_S, an op of the one-file envelope measured with S processes starting at once (S the
-    stage's slots, at most the most tasks the trace ran at once), instead of k/T_k at the I/O concurrency k the
-    task's other ops are charged at; never less."""
-    return max(0.0, S / T_S - k / T_k)
-
-
 def task_io_time(k, ops, rates):
     """Refined model: the I/O time of one task whose operations run while k tasks do I/O at once.
 

@@ -55,8 +55,7 @@ def stage_time(surface, stage, sizes, nodes):
         for j, s in enumerate(sizes):
             st = apply(stage, [("hosts", ("=", int(c))), ("size", ("=", float(s)))])
             st.tasks = max(st.tasks, 1)
-            out[i, j] = predict_stage(st, surface, "refined", {"slots", "partial_round", "size_lookup", "files",
-                                                               "small_files"}).total_s
+            out[i, j] = predict_stage(st, surface, "refined", {"slots", "size_lookup", "files", "small_files"}).total_s
     return out
 
 

@@ -32,17 +32,19 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 def own_run(db: str, run: str | None) -> str | None:
     """`run` (the model's own) if `db` holds a trace run of that name, else None (the db's latest trace run)."""
     import sqlite3
+
+    from mtcio.db import envelope_rows
     if not run:
         return None
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        conn = envelope_rows.open_readonly(db)
         try:
-            hit = conn.execute("SELECT 1 FROM runs WHERE kind = 'trace' AND name = ?", (run,)).fetchone()
+            kind = envelope_rows.kind_of(conn, run)
         finally:
             conn.close()
     except sqlite3.Error:
         return None            # measure() says what is wrong with the db
-    return run if hit else None
+    return run if kind == "trace" else None
 
 
 def measure(db: str, run: str | None, scope: str = "auto", slots_per_host: dict | None = None) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from .model import DEFAULT, REFINEMENTS, predict_stage, required_metrics
+from .model import DEFAULT, REFINEMENTS, REMOVED, predict_stage, required_metrics
 from .surface import EnvelopeError
 
 
@@ -50,7 +50,7 @@ def predict_workflow(wf, surface, variants=("faithful", "refined"), refine=None,
 
 
 def parse_refine(text: str | None):
-    """'default' (every refinement but the opt-in ones) | 'all' | 'none' | 'slots,size_lookup' (those) |
+    """'default' (every refinement) | 'all' (the same) | 'none' | 'slots,size_lookup' (those) |
     '-io_overlap,+wait_ratio' (the default less and plus those) -> set."""
     if text in (None, "", "default"):
         return set(DEFAULT)
@@ -67,6 +67,9 @@ def parse_refine(text: str | None):
     neg = [x[1:] for x in items if x.startswith("-")]
     plus = [x[1:] for x in items if x.startswith("+")]
     pos = [x for x in items if x[0] not in "+-"]
+    gone = [x for x in neg + plus + pos if x in REMOVED]
+    if gone:
+        raise ValueError(f"--refine: refinement {gone[0]!r} was {REMOVED[gone[0]]}")
     bad = [x for x in neg + plus + pos if x not in REFINEMENTS]
     if bad:
         raise ValueError(f"--refine: unknown refinement {bad[0]!r} (known: {', '.join(REFINEMENTS)})")

@@ -412,7 +412,7 @@ def op_clock(config) -> tuple | None:
 
 def _cell_rate(v, how: str) -> float:
     """The rate of the repeats' mean time per op, the slowest repeat taken as the next slowest when there are 5 or
-    more: one stalled repeat in five says little of how often an op stalls (tcp_nodelay testbed, /work/mp19: a
+    more: one stalled repeat in five says little of how often an op stalls (tcp_nodelay testbed, one kept pass: a
     cell's 829, 28, 984, 997, 588 ops/s averaged to 124 and tripled two stages' predictions); two stay counted.
     how="swung" (the default): where the repeats swung (mtcio.envelope.stats.swung) their upper quartile instead
     (nearest rank, the 2nd fastest of 5): a one-process cell's repeats swing 5-20x while other work on the machine

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from mtcio.exitcodes import printable
-
-from .surface import fmt_size
+from mtcio.units import fmt_bytes, fmt_interval, fmt_s
 
 # how the points were read, said where it is not the default (--cell-rate)
 CELL_RATE_SAID = {"quartile": "each point its repeats' upper quartile",
@@ -11,15 +10,7 @@ CELL_RATE_SAID = {"quartile": "each point its repeats' upper quartile",
 
 
 def _s(x):
-    if x is None:
-        return "-"
-    if x >= 100:
-        return f"{x:.0f}"
-    if x >= 1:
-        return f"{x:.2f}"
-    if x >= 1e-3:
-        return f"{x * 1e3:.1f}m"
-    return f"{x * 1e6:.0f}µ"
+    return fmt_s(x, none="-")
 
 
 _LEFT = {"stage", "variant", "bound", "what-if"}
@@ -40,23 +31,22 @@ INTERVAL_SAID = ("90% interval (faithful, refined): the envelope's own spread (i
 
 def render(result: dict) -> str:
     validated = any("measured_s" in d for d in result["predictions"])
-    header = ["stage", "variant", "N", "C", "D", "α", "read s", "write s", "meta s", "total s", "90% interval",
-              "bound"]
+    header = ["stage", "variant", "N", "C", "D", "α", "read", "write", "meta", "total", "90% interval", "bound"]
     if validated:
-        header += ["measured s", "error %", "noise %"]
+        header += ["measured", "error", "noise"]
     rows = []
     for d in result["predictions"]:
         iv = d.get("interval")
         r = [printable(d["stage"], 40), d["variant"], d["N"],
              d["C"] if d["slots"] == d["C"] else f"{d['C']}x{d['slots'] // d['C']}",
-             fmt_size(d["D"] or d.get("D_write"), sep="", short=True), f"{d['alpha']:.2f}", _s(d["read_s"]),
+             fmt_bytes(d["D"] or d.get("D_write")), f"{d['alpha']:.2f}", _s(d["read_s"]),
              _s(d["write_s"]),
-             _s(d["meta_s"]), _s(d["total_s"]), f"{_s(iv[0])}-{_s(iv[1])}" if iv else "-",
+             _s(d["meta_s"]), _s(d["total_s"]), fmt_interval(*iv) if iv else "-",
              d["dominant"] + (f" [{d['write_bound']}]" if d.get("write_bound") else "")]
         if validated:
             e = d.get("error_pct")
-            r += [_s(d.get("measured_s")), f"{e:+.1f}" if e is not None else "-",
-                  f"{d['noise_pct']:.1f}" if d.get("noise_pct") is not None else "-"]
+            r += [_s(d.get("measured_s")), f"{e:+.1f} %" if e is not None else "-",
+                  f"{d['noise_pct']:.1f} %" if d.get("noise_pct") is not None else "-"]
         rows.append(r)
     env = result["envelope"]
     said = CELL_RATE_SAID.get(env.get("cell_rate"))
@@ -76,6 +66,5 @@ def render(result: dict) -> str:
         lines.append("what-if (refined):")
         wr = [[r["what_if"], printable(r["stage"], 40), r["N"], r["C"], f"{r['alpha']:.2f}", _s(r["read_s"]),
                _s(r["write_s"]), _s(r["meta_s"]), _s(r["total_s"]), r["dominant"]] for r in result["what_if"]]
-        lines.append(_grid(["what-if", "stage", "N", "C", "α", "read s", "write s", "meta s", "total s", "bound"],
-                           wr))
+        lines.append(_grid(["what-if", "stage", "N", "C", "α", "read", "write", "meta", "total", "bound"], wr))
     return "\n".join(lines)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import math
 
 from .model import predict_stage
 
@@ -86,12 +85,6 @@ def apply(stage, combo):
             s.tasks = max(1, int(round(s.tasks * v))) if op == "x" else int(v)
         elif key == "filesize":
             _scale_sizes(s, v, absolute=op == "=")
-    if stage.concurrency:          # the same share of the slots in use at most (first_slots is capped by it)
-        slots = (s.hosts * (s.procs_per_host or 1)) / (stage.hosts * (stage.procs_per_host or 1))
-        s.concurrency = max(1, min(s.tasks, round(stage.concurrency * slots)))
-    if stage.tasks_max_per_host:   # the same imbalance of placement: the busiest host's share over an even one
-        b = stage.tasks_max_per_host * stage.hosts / stage.tasks
-        s.tasks_max_per_host = min(s.tasks, max(1, math.ceil(b * s.tasks / s.hosts - 1e-9)))
     return s
 
 

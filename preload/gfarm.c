@@ -38,7 +38,7 @@ static void gf_put(GFS_File g, struct ofd *o)
             }
         }
     }
-    ofd_put(o);
+    ofd_put(TAB, o);
 }
 static struct ofd *gf_take(GFS_File g)
 {
@@ -61,11 +61,11 @@ static void gf_reg(GFS_File g, const char *url, int created, uint64_t t0, uint64
     size_t n = s_len(url);
     if (n + 1 > sizeof buf) return;
     memcpy(buf, url, n + 1);
-    struct frec *f = frec_get(buf, n, FF_GFARM | (created ? FF_CREATED : 0));
+    struct frec *f = frec_get(TAB, buf, n, FF_GFARM | (created ? FF_CREATED : 0));
     if (!f) return;
-    struct ofd *o = ofd_new(f, 0);
+    struct ofd *o = ofd_new(TAB, f, 0);
     if (o) gf_put(g, o);
-    rec_open(f, created, t0, t1, OF_GFARM);
+    rec_open(TAB, f, created, t0, t1, OF_GFARM);
 }
 DECL(gfarm_error_t, gfs_pio_open, (const char *, int, GFS_File *));
 DECL(gfarm_error_t, gfs_pio_create, (const char *, int, gfarm_mode_t, GFS_File *));
@@ -77,7 +77,7 @@ DECL(gfarm_error_t, gfs_pio_pwrite, (GFS_File, const void *, int, gfarm_off_t, i
 EXPORT gfarm_error_t gfs_pio_open(const char *url, int fl, GFS_File *gp)
 {
     RESOLVE(gfs_pio_open);
-    if (!g_on) return real_gfs_pio_open(url, fl, gp);
+    if (!shim.on) return real_gfs_pio_open(url, fl, gp);
     uint64_t t0 = CALL_START();
     gfarm_error_t e = real_gfs_pio_open(url, fl, gp);
     uint64_t t1 = CALL_END();
@@ -89,7 +89,7 @@ EXPORT gfarm_error_t gfs_pio_open(const char *url, int fl, GFS_File *gp)
 EXPORT gfarm_error_t gfs_pio_create(const char *url, int fl, gfarm_mode_t m, GFS_File *gp)
 {
     RESOLVE(gfs_pio_create);
-    if (!g_on) return real_gfs_pio_create(url, fl, m, gp);
+    if (!shim.on) return real_gfs_pio_create(url, fl, m, gp);
     uint64_t t0 = CALL_START();
     gfarm_error_t e = real_gfs_pio_create(url, fl, m, gp);
     uint64_t t1 = CALL_END();
@@ -102,24 +102,24 @@ EXPORT gfarm_error_t gfs_pio_close(GFS_File g)
 {
     RESOLVE(gfs_pio_close);
     struct ofd *o;
-    if (!g_on || !(o = gf_take(g))) return real_gfs_pio_close(g);
+    if (!shim.on || !(o = gf_take(g))) return real_gfs_pio_close(g);
     uint64_t t0 = CALL_START();
     gfarm_error_t e = real_gfs_pio_close(g);
     uint64_t t1 = CALL_END();
     SAVE_ERRNO;
-    rec_close(o, t0, t1, OF_GFARM);
+    rec_close(TAB, o, t0, t1, OF_GFARM);
     RESTORE_ERRNO;
     return e;
 }
 #define GF_IO(CALL, WR, OFF, FL)                                                                               \
     struct ofd *o;                                                                                             \
-    if (!g_on || !(o = gf_get(g))) return CALL;                                                                \
+    if (!shim.on || !(o = gf_get(g))) return CALL;                                                             \
     uint64_t t0 = CALL_START();                                                                                \
     gfarm_error_t e = CALL;                                                                                    \
     uint64_t t1 = CALL_END();                                                                                  \
     SAVE_ERRNO;                                                                                                \
     int64_t nb = e == GFARM_ERR_NO_ERROR && np ? *np : -1;                                                     \
-    rec_io(o->f, WR, nb < 0 ? -1 : (OFF), nb, t0, t1, FL, e);                                                  \
+    rec_io(TAB, o->f, WR, nb < 0 ? -1 : (OFF), nb, t0, t1, FL, e);                                             \
     RESTORE_ERRNO;                                                                                             \
     return e;
 EXPORT gfarm_error_t gfs_pio_read(GFS_File g, void *b, int n, int *np) { RESOLVE(gfs_pio_read); GF_IO(real_gfs_pio_read(g, b, n, np), 0, POS_ADVANCE(&o->pos, nb), OF_GFARM) }

@@ -8,41 +8,37 @@ DECL(void, _Exit, (int));
 EXPORT void exit(int status)
 {
     RESOLVE(exit);
-    if (g_on && !g_ended_by) { g_exit_status = status & 0xff; g_ended_by = E_EXIT; }
+    if (shim.on && !shim.end.ended_by) { shim.end.exit_status = status & 0xff; shim.end.ended_by = E_EXIT; }
     real_exit(status);
     __builtin_unreachable();
 }
 EXPORT void _exit(int status)
 {
     RESOLVE(_exit);
-    if (g_on) { if (!g_ended_by) { g_exit_status = status & 0xff; g_ended_by = E__EXIT; } write_log(E__EXIT); }
+    if (shim.on) { if (!shim.end.ended_by) { shim.end.exit_status = status & 0xff; shim.end.ended_by = E__EXIT; } write_log(&shim, E__EXIT); }
     real__exit(status);
     __builtin_unreachable();
 }
 EXPORT void _Exit(int status)
 {
     RESOLVE(_Exit);
-    if (g_on) { if (!g_ended_by) { g_exit_status = status & 0xff; g_ended_by = E__EXIT; } write_log(E__EXIT); }
+    if (shim.on) { if (!shim.end.ended_by) { shim.end.exit_status = status & 0xff; shim.end.ended_by = E__EXIT; } write_log(&shim, E__EXIT); }
     real__Exit(status);
     __builtin_unreachable();
 }
 /* before exec: write this image's log if it did any file I/O (the new image starts its own log) */
 static int pre_exec(void)
 {
-    if (!g_on) return 0;
-    uint32_t n = g_nfrec > FREC_MAX ? FREC_MAX : g_nfrec;
-    int active = g_nops > 0;
-    for (uint32_t i = 0; i < n && !active; i++) active = frec_active(&g_frecs[i]);
-    if (!active) return 0;
-    uint32_t eb = g_ended_by;
-    g_ended_by = 0;
-    write_log(E_EXEC);
-    g_ended_by = eb;
+    if (!shim.on || !tables_active(TAB)) return 0;
+    uint32_t eb = shim.end.ended_by;
+    shim.end.ended_by = 0;
+    write_log(&shim, E_EXEC);
+    shim.end.ended_by = eb;
     return 1;
 }
 static void post_exec_failed(int wrote)
 {
-    if (wrote) { int e = errno; __atomic_store_n(&g_flushing, 0, __ATOMIC_RELEASE); errno = e; }
+    if (wrote) { int e = errno; __atomic_store_n(&shim.end.flushing, 0, __ATOMIC_RELEASE); errno = e; }
 }
 DECL(int, execve, (const char *, char *const[], char *const[]));
 DECL(int, execv, (const char *, char *const[]));
@@ -84,7 +80,7 @@ static int is_creat(int flags) { return (flags & O_CREAT) && (flags & O_TMPFILE)
 /* open with O_CREAT: try O_EXCL first to learn whether this call creates the file (same effect as the original
  * call when it succeeds); on any failure, repeat the original call so results and errno are the program's own. */
 #define OPEN_BODY(CALL_ORIG, CALL_EXCL, DIRFD, PATH, FLAGS)                                                    \
-    if (!g_on) return CALL_ORIG;                                                                               \
+    if (!shim.on) return CALL_ORIG;                                                                            \
     int created = 0, fd, errno0_ = errno;                                                                      \
     uint64_t t0 = CALL_START();                                                                                \
     if (is_creat(FLAGS) && !((FLAGS) & O_EXCL)) {                                                              \
@@ -97,8 +93,8 @@ static int is_creat(int flags) { return (flags & O_CREAT) && (flags & O_TMPFILE)
     }                                                                                                          \
     uint64_t t1 = CALL_END();                                                                                  \
     SAVE_ERRNO;                                                                                                \
-    if (fd >= 0) reg_open(fd, DIRFD, PATH, FLAGS, created, t0, t1, FF_POSIX);                                  \
-    else rec_open_failed(DIRFD, PATH, t0, t1, saved_errno_);                                                   \
+    if (fd >= 0) reg_open(TAB, fd, DIRFD, PATH, FLAGS, created, t0, t1, FF_POSIX);                             \
+    else rec_open_failed(TAB, DIRFD, PATH, t0, t1, saved_errno_);                                              \
     RESTORE_ERRNO;                                                                                             \
     return fd;
 
@@ -160,11 +156,11 @@ EXPORT int creat64(const char *p, mode_t m)
     EXPORT int name proto                                                                                      \
     {                                                                                                          \
         RESOLVE(name);                                                                                         \
-        if (!g_on) return real_##name call;                                                                    \
+        if (!shim.on) return real_##name call;                                                                 \
         uint64_t t0 = CALL_START();                                                                            \
         int fd = real_##name call;                                                                             \
         uint64_t t1 = CALL_END();                                                                              \
-        if (fd >= 0) { SAVE_ERRNO; reg_open(fd, AT_FDCWD, t, O_CREAT, 1, t0, t1, FF_POSIX); RESTORE_ERRNO; } \
+        if (fd >= 0) { SAVE_ERRNO; reg_open(TAB, fd, AT_FDCWD, t, O_CREAT, 1, t0, t1, FF_POSIX); RESTORE_ERRNO; } \
         return fd;                                                                                             \
     }
 MKSTEMP_WRAP(mkstemp, (char *t), (t))
@@ -177,13 +173,13 @@ EXPORT int close(int fd)
 {
     RESOLVE(close);
     struct ofd *o;
-    if (!g_on || !(o = fd_take(fd))) return real_close(fd);
+    if (!shim.on || !(o = fd_take(TAB, fd))) return real_close(fd);
     uint64_t t0 = CALL_START();
     int r = real_close(fd);
     uint64_t t1 = CALL_END();
     SAVE_ERRNO;
-    if (r == 0 || saved_errno_ != EBADF) rec_close(o, t0, t1, 0);
-    else ofd_put(o);
+    if (r == 0 || saved_errno_ != EBADF) rec_close(TAB, o, t0, t1, 0);
+    else ofd_put(TAB, o);
     RESTORE_ERRNO;
     return r;
 }
@@ -192,12 +188,12 @@ EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 {
     RESOLVE(close_range);
     int r = real_close_range(lo, hi, flags);
-    if (g_on && r == 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
+    if (shim.on && r == 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
         SAVE_ERRNO;
         uint64_t t = NOW();
         for (unsigned fd = lo; fd <= hi && fd < FD_MAX; fd++) {
-            struct ofd *o = fd_take((int)fd);
-            if (o) rec_close(o, t, t, 0);
+            struct ofd *o = fd_take(TAB, (int)fd);
+            if (o) rec_close(TAB, o, t, t, 0);
         }
         RESTORE_ERRNO;
     }
@@ -208,25 +204,25 @@ EXPORT void closefrom(int lo)
 {
     RESOLVE(closefrom);
     real_closefrom(lo);
-    if (g_on) {
+    if (shim.on) {
         SAVE_ERRNO;
         uint64_t t = NOW();
         for (int fd = lo < 0 ? 0 : lo; fd < FD_MAX; fd++) {
-            struct ofd *o = fd_take(fd);
-            if (o) rec_close(o, t, t, 0);
+            struct ofd *o = fd_take(TAB, fd);
+            if (o) rec_close(TAB, o, t, t, 0);
         }
         RESTORE_ERRNO;
     }
 }
 static void rec_dup(int oldfd, int newfd, uint64_t t0, uint64_t t1)
 {
-    struct ofd *o = fd_ofd(oldfd);
+    struct ofd *o = fd_ofd(TAB, oldfd);
     if (oldfd == newfd) return;
-    if (!o) { fd_install(newfd, FD_NONE); return; }   /* newfd now refers to something untracked */
+    if (!o) { fd_install(TAB, newfd, FD_NONE); return; }   /* newfd now refers to something untracked */
     __atomic_fetch_add(&o->refs, 1, __ATOMIC_ACQ_REL);
-    fd_install(newfd, o);
-    CADD(o->f, C_DUPS, 1);
-    if (UNLIKELY(g_trace)) trace(OP_DUP, 0, o->f, newfd, 0, t0, t1, 0);
+    fd_install(TAB, newfd, o);
+    CADD(TAB, o->f, C_DUPS, 1);
+    if (UNLIKELY(shim.tab.trace)) trace(TAB, OP_DUP, 0, o->f, newfd, 0, t0, t1, 0);
 }
 DECL(int, dup, (int));
 DECL(int, dup2, (int, int));
@@ -234,7 +230,7 @@ DECL(int, dup3, (int, int, int));
 EXPORT int dup(int fd)
 {
     RESOLVE(dup);
-    if (!g_on) return real_dup(fd);
+    if (!shim.on) return real_dup(fd);
     uint64_t t0 = CALL_START();
     int r = real_dup(fd);
     uint64_t t1 = CALL_END();
@@ -244,7 +240,7 @@ EXPORT int dup(int fd)
 EXPORT int dup2(int fd, int nfd)
 {
     RESOLVE(dup2);
-    if (!g_on) return real_dup2(fd, nfd);
+    if (!shim.on) return real_dup2(fd, nfd);
     uint64_t t0 = CALL_START();
     int r = real_dup2(fd, nfd);
     uint64_t t1 = CALL_END();
@@ -254,7 +250,7 @@ EXPORT int dup2(int fd, int nfd)
 EXPORT int dup3(int fd, int nfd, int fl)
 {
     RESOLVE(dup3);
-    if (!g_on) return real_dup3(fd, nfd, fl);
+    if (!shim.on) return real_dup3(fd, nfd, fl);
     uint64_t t0 = CALL_START();
     int r = real_dup3(fd, nfd, fl);
     uint64_t t1 = CALL_END();
@@ -270,7 +266,7 @@ EXPORT int dup3(int fd, int nfd, int fl)
         void *arg = va_arg(ap, void *);                                                                        \
         va_end(ap);                                                                                            \
         RESOLVE(name);                                                                                         \
-        if (!g_on || (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)) return real_##name(fd, cmd, arg);            \
+        if (!shim.on || (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)) return real_##name(fd, cmd, arg);          \
         uint64_t t0 = CALL_START();                                                                            \
         int r = real_##name(fd, cmd, arg);                                                                     \
         uint64_t t1 = CALL_END();                                                                              \
@@ -285,12 +281,12 @@ FCNTL_WRAP(fcntl64)
 /* IO(kind, off_expr, call): kind 0 read, 1 write; off_expr evaluated after the call with r = bytes */
 #define IO_BODY(TYPE, FD, WR, CALL, OFFSET_EXPR, FL)                                                           \
     struct ofd *o;                                                                                             \
-    if (!g_on || !(o = fd_ofd(FD))) return CALL;                                                               \
+    if (!shim.on || !(o = fd_ofd(TAB, FD))) return CALL;                                                       \
     uint64_t t0 = CALL_START();                                                                                \
     TYPE r = CALL;                                                                                             \
     uint64_t t1 = CALL_END();                                                                                  \
     SAVE_ERRNO;                                                                                                \
-    rec_io(o->f, WR, (r >= 0 ? (OFFSET_EXPR) : -1), (int64_t)r, t0, t1, FL, saved_errno_);                      \
+    rec_io(TAB, o->f, WR, (r >= 0 ? (OFFSET_EXPR) : -1), (int64_t)r, t0, t1, FL, saved_errno_);                \
     RESTORE_ERRNO;                                                                                             \
     return r;
 #define SEQ_OFF (o->pos >= 0 ? POS_ADVANCE(&o->pos, (int64_t)r) : -1)
@@ -340,16 +336,16 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *v, int c, off64_t off, in
    is split between them (first half read, second half write): summed, it counts once, as the call did */
 static void rec_copy(int in, int out, int64_t *inoff, int64_t *outoff, int64_t r, uint64_t t0, uint64_t t1, int err)
 {
-    struct ofd *oi = fd_ofd(in), *oo = fd_ofd(out);
+    struct ofd *oi = fd_ofd(TAB, in), *oo = fd_ofd(TAB, out);
     uint64_t tm = t0 + (t1 - t0) / 2;
-    if (oi) rec_io(oi->f, 0, r < 0 ? -1 : inoff ? *inoff - r : (oi->pos >= 0 ? POS_ADVANCE(&oi->pos, r) : -1), r, t0, oo ? tm : t1, OF_COPY, err);
-    if (oo) rec_io(oo->f, 1, r < 0 ? -1 : outoff ? *outoff - r : (oo->pos >= 0 ? POS_ADVANCE(&oo->pos, r) : -1), r, oi ? tm : t0, t1, OF_COPY, err);
+    if (oi) rec_io(TAB, oi->f, 0, r < 0 ? -1 : inoff ? *inoff - r : (oi->pos >= 0 ? POS_ADVANCE(&oi->pos, r) : -1), r, t0, oo ? tm : t1, OF_COPY, err);
+    if (oo) rec_io(TAB, oo->f, 1, r < 0 ? -1 : outoff ? *outoff - r : (oo->pos >= 0 ? POS_ADVANCE(&oo->pos, r) : -1), r, oi ? tm : t0, t1, OF_COPY, err);
 }
 DECL(ssize_t, copy_file_range, (int, off64_t *, int, off64_t *, size_t, unsigned));
 EXPORT ssize_t copy_file_range(int in, off64_t *pin, int out, off64_t *pout, size_t n, unsigned fl)
 {
     RESOLVE(copy_file_range);
-    if (!g_on || (!fd_ofd(in) && !fd_ofd(out))) return real_copy_file_range(in, pin, out, pout, n, fl);
+    if (!shim.on || (!fd_ofd(TAB, in) && !fd_ofd(TAB, out))) return real_copy_file_range(in, pin, out, pout, n, fl);
     uint64_t t0 = CALL_START();
     ssize_t r = real_copy_file_range(in, pin, out, pout, n, fl);
     uint64_t t1 = CALL_END();
@@ -363,7 +359,7 @@ EXPORT ssize_t copy_file_range(int in, off64_t *pin, int out, off64_t *pout, siz
     EXPORT ssize_t name(int out, int in, OFFT *off, size_t n)                                                  \
     {                                                                                                          \
         RESOLVE(name);                                                                                         \
-        if (!g_on || (!fd_ofd(in) && !fd_ofd(out))) return real_##name(out, in, off, n);                       \
+        if (!shim.on || (!fd_ofd(TAB, in) && !fd_ofd(TAB, out))) return real_##name(out, in, off, n);          \
         uint64_t t0 = CALL_START();                                                                            \
         ssize_t r = real_##name(out, in, off, n);                                                              \
         uint64_t t1 = CALL_END();                                                                              \
@@ -382,19 +378,19 @@ SENDFILE_WRAP(sendfile64, off64_t)
     {                                                                                                          \
         RESOLVE(name);                                                                                         \
         struct ofd *o;                                                                                         \
-        if (!g_on || !(o = fd_ofd(fd))) return real_##name(fd, off, wh);                                       \
+        if (!shim.on || !(o = fd_ofd(TAB, fd))) return real_##name(fd, off, wh);                               \
         uint64_t t0 = CALL_START();                                                                            \
         OFFT r = real_##name(fd, off, wh);                                                                     \
         uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
         if (r >= 0) {                                                                                          \
             __atomic_store_n(&o->pos, (int64_t)r, __ATOMIC_RELAXED);                                           \
-            CADD(o->f, C_SEEKS, 1);                                                                         \
+            CADD(TAB, o->f, C_SEEKS, 1);                                                                       \
             if (wh == SEEK_END || wh == SEEK_DATA || wh == SEEK_HOLE)                                          \
-                CADD(o->f, C_SEEKS_END, 1);                                                                 \
-        } else CADD(o->f, C_ERRORS, 1);                                                                     \
-        TADD(o->f, C_T_META, t1 - t0);  /* on FUSE a SEEK_END asks the daemon for the size */              \
-        if (UNLIKELY(g_trace)) trace(OP_SEEK, 0, o->f, r, 0, t0, t1, r < 0 ? saved_errno_ : 0);                \
+                CADD(TAB, o->f, C_SEEKS_END, 1);                                                               \
+        } else CADD(TAB, o->f, C_ERRORS, 1);                                                                   \
+        TADD(TAB, o->f, C_T_META, t1 - t0);  /* on FUSE a SEEK_END asks the daemon for the size */             \
+        if (UNLIKELY(shim.tab.trace)) trace(TAB, OP_SEEK, 0, o->f, r, 0, t0, t1, r < 0 ? saved_errno_ : 0);    \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
     }
@@ -408,12 +404,12 @@ SEEK_WRAP(lseek64, off64_t)
     {                                                                                                          \
         RESOLVE(name);                                                                                         \
         struct ofd *o;                                                                                         \
-        if (!g_on || !(o = fd_ofd(fd))) return real_##name call;                                               \
+        if (!shim.on || !(o = fd_ofd(TAB, fd))) return real_##name call;                                       \
         uint64_t t0 = CALL_START();                                                                            \
         int r = real_##name call;                                                                              \
         uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
-        rec_meta(o->f, COUNTER, OP, t0, t1, r != 0, saved_errno_, -1);                                         \
+        rec_meta(TAB, o->f, COUNTER, OP, t0, t1, r != 0, saved_errno_, -1);                                    \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
     }
@@ -430,18 +426,18 @@ FDMETA_WRAP(fstat64, (int fd, struct stat64 *s), (fd, s), C_STATS, OP_STAT)
     EXPORT int name proto                                                                                      \
     {                                                                                                          \
         RESOLVE(name);                                                                                         \
-        if (!g_on) return real_##name call;                                                                    \
+        if (!shim.on) return real_##name call;                                                                 \
         uint64_t t0 = CALL_START();                                                                            \
         int r = real_##name call;                                                                              \
         uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
         struct frec *f = RECORD;                                                                               \
-        if (f) rec_meta(f, COUNTER, OP, t0, t1, r != 0, saved_errno_, -1);                                     \
+        if (f) rec_meta(TAB, f, COUNTER, OP, t0, t1, r != 0, saved_errno_, -1);                                \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
     }
 #define PATHMETA_WRAP(name, proto, call, DIRFD, PATH, COUNTER, OP) \
-    META_WRAP(name, proto, call, frec_at(DIRFD, PATH, 0), COUNTER, OP)
+    META_WRAP(name, proto, call, frec_at(TAB, DIRFD, PATH, 0), COUNTER, OP)
 PATHMETA_WRAP(stat, (const char *p, struct stat *s), (p, s), AT_FDCWD, p, C_STATS, OP_STAT)
 PATHMETA_WRAP(stat64, (const char *p, struct stat64 *s), (p, s), AT_FDCWD, p, C_STATS, OP_STAT)
 PATHMETA_WRAP(lstat, (const char *p, struct stat *s), (p, s), AT_FDCWD, p, C_STATS, OP_STAT)
@@ -456,8 +452,8 @@ PATHMETA_WRAP(truncate64, (const char *p, off64_t l), (p, l), AT_FDCWD, p, C_TRU
 /* *at stat variants: AT_EMPTY_PATH with "" means the fd itself */
 static struct frec *frec_at_or_fd(int d, const char *p, int flags)
 {
-    if ((flags & AT_EMPTY_PATH) && p && !*p) { struct ofd *o = fd_ofd(d); return o ? o->f : NULL; }
-    return frec_at(d, p, 0);
+    if ((flags & AT_EMPTY_PATH) && p && !*p) { struct ofd *o = fd_ofd(TAB, d); return o ? o->f : NULL; }
+    return frec_at(TAB, d, p, 0);
 }
 #define ATSTAT_WRAP(name, proto, call, DIRFD, PATH, FLAGS) \
     META_WRAP(name, proto, call, frec_at_or_fd(DIRFD, PATH, FLAGS), C_STATS, OP_STAT)
@@ -476,13 +472,13 @@ ATSTAT_WRAP(statx, (int d, const char *p, int fl, unsigned m, struct statx *s), 
             if (!p_) missing_symbol(#name);                                                                    \
             real_##name = (int(*) proto)p_;                                                                    \
         }                                                                                                      \
-        if (!g_on) return real_##name call;                                                                    \
+        if (!shim.on) return real_##name call;                                                                 \
         uint64_t t0 = CALL_START();                                                                            \
         int r = real_##name call;                                                                              \
         uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
         struct frec *f = frec_at_or_fd(DIRFD, PATH, FLAGS);                                                    \
-        if (f) rec_meta(f, C_STATS, OP_STAT, t0, t1, r != 0, saved_errno_, -1);                                \
+        if (f) rec_meta(TAB, f, C_STATS, OP_STAT, t0, t1, r != 0, saved_errno_, -1);                           \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
     }
@@ -499,13 +495,13 @@ DECL(int, unlinkat, (int, const char *, int));
 EXPORT int unlinkat(int d, const char *p, int fl)
 {
     RESOLVE(unlinkat);
-    if (!g_on) return real_unlinkat(d, p, fl);
+    if (!shim.on) return real_unlinkat(d, p, fl);
     uint64_t t0 = CALL_START();
     int r = real_unlinkat(d, p, fl);
     uint64_t t1 = CALL_END();
     SAVE_ERRNO;
-    struct frec *f = frec_at(d, p, 0);
-    if (f) rec_meta(f, fl & AT_REMOVEDIR ? C_RMDIRS : C_UNLINKS, fl & AT_REMOVEDIR ? OP_RMDIR : OP_UNLINK, t0, t1, r != 0, saved_errno_, -1);
+    struct frec *f = frec_at(TAB, d, p, 0);
+    if (f) rec_meta(TAB, f, fl & AT_REMOVEDIR ? C_RMDIRS : C_UNLINKS, fl & AT_REMOVEDIR ? OP_RMDIR : OP_UNLINK, t0, t1, r != 0, saved_errno_, -1);
     RESTORE_ERRNO;
     return r;
 }
@@ -513,20 +509,20 @@ DECL(int, remove, (const char *));
 EXPORT int remove(const char *p)
 {
     RESOLVE(remove);
-    if (!g_on) return real_remove(p);
+    if (!shim.on) return real_remove(p);
     uint64_t t0 = CALL_START();
     int r = real_remove(p);
     uint64_t t1 = CALL_END();
     SAVE_ERRNO;
-    struct frec *f = frec_at(AT_FDCWD, p, 0);
-    if (f) rec_meta(f, C_UNLINKS, OP_UNLINK, t0, t1, r != 0, saved_errno_, -1);
+    struct frec *f = frec_at(TAB, AT_FDCWD, p, 0);
+    if (f) rec_meta(TAB, f, C_UNLINKS, OP_UNLINK, t0, t1, r != 0, saved_errno_, -1);
     RESTORE_ERRNO;
     return r;
 }
 static void rec_rename(int od, const char *op, int nd, const char *np, int r, uint64_t t0, uint64_t t1, int err)
 {
-    struct frec *src = frec_at(od, op, 0), *dst = frec_at(nd, np, 0);
-    if (src) rec_meta(src, C_RENAMES, OP_RENAME, t0, t1, r != 0, err, dst ? (int64_t)(dst - g_frecs) : -1);
+    struct frec *src = frec_at(TAB, od, op, 0), *dst = frec_at(TAB, nd, np, 0);
+    if (src) rec_meta(TAB, src, C_RENAMES, OP_RENAME, t0, t1, r != 0, err, dst ? (int64_t)frec_id(TAB, dst) : -1);
 }
 DECL(int, rename, (const char *, const char *));
 DECL(int, renameat, (int, const char *, int, const char *));
@@ -534,7 +530,7 @@ DECL(int, renameat2, (int, const char *, int, const char *, unsigned));
 EXPORT int rename(const char *a, const char *b)
 {
     RESOLVE(rename);
-    if (!g_on) return real_rename(a, b);
+    if (!shim.on) return real_rename(a, b);
     uint64_t t0 = CALL_START(); int r = real_rename(a, b); uint64_t t1 = CALL_END();
     SAVE_ERRNO; rec_rename(AT_FDCWD, a, AT_FDCWD, b, r, t0, t1, saved_errno_); RESTORE_ERRNO;
     return r;
@@ -542,7 +538,7 @@ EXPORT int rename(const char *a, const char *b)
 EXPORT int renameat(int da, const char *a, int db, const char *b)
 {
     RESOLVE(renameat);
-    if (!g_on) return real_renameat(da, a, db, b);
+    if (!shim.on) return real_renameat(da, a, db, b);
     uint64_t t0 = CALL_START(); int r = real_renameat(da, a, db, b); uint64_t t1 = CALL_END();
     SAVE_ERRNO; rec_rename(da, a, db, b, r, t0, t1, saved_errno_); RESTORE_ERRNO;
     return r;
@@ -550,7 +546,7 @@ EXPORT int renameat(int da, const char *a, int db, const char *b)
 EXPORT int renameat2(int da, const char *a, int db, const char *b, unsigned fl)
 {
     RESOLVE(renameat2);
-    if (!g_on) return real_renameat2(da, a, db, b, fl);
+    if (!shim.on) return real_renameat2(da, a, db, b, fl);
     uint64_t t0 = CALL_START(); int r = real_renameat2(da, a, db, b, fl); uint64_t t1 = CALL_END();
     SAVE_ERRNO; rec_rename(da, a, db, b, r, t0, t1, saved_errno_); RESTORE_ERRNO;
     return r;
@@ -562,40 +558,28 @@ EXPORT int chdir(const char *p)
 {
     RESOLVE(chdir);
     int r = real_chdir(p);
-    if (g_on && r == 0) { SAVE_ERRNO; cwd_update(); RESTORE_ERRNO; }
+    if (shim.on && r == 0) { SAVE_ERRNO; cwd_update(&shim.tab.where); RESTORE_ERRNO; }
     return r;
 }
 EXPORT int fchdir(int fd)
 {
     RESOLVE(fchdir);
     int r = real_fchdir(fd);
-    if (g_on && r == 0) { SAVE_ERRNO; cwd_update(); RESTORE_ERRNO; }
+    if (shim.on && r == 0) { SAVE_ERRNO; cwd_update(&shim.tab.where); RESTORE_ERRNO; }
     return r;
 }
-/* chroot: later paths get the new root in front (g_root); the log folder is opened before (priv_prepare).  A new
- * root the shim cannot name becomes the stand-in "?root=<st_dev>:<st_ino>", so later paths are marked, not wrong. */
+/* chroot: later paths get the new root in front (tables.c: set_root); the log folder is opened before
+ * (priv_prepare). */
 DECL(int, chroot, (const char *));
 EXPORT int chroot(const char *p)
 {
     RESOLVE(chroot);
-    if (!g_on) return real_chroot(p);
+    if (!shim.on) return real_chroot(p);
     char nr[PATH_MAX];
-    size_t n = abs_path(AT_FDCWD, p, nr);
-    priv_prepare("chroot", 0);
+    size_t n = abs_path(TAB, AT_FDCWD, p, nr);
+    priv_prepare(&shim, "chroot", 0);
     int r = real_chroot(p);
-    if (r == 0) {
-        SAVE_ERRNO;
-        struct stat st;
-        if (n && nr[0] == '/') { memcpy(g_root, nr, n + 1); g_rootlen = n == 1 ? 0 : n; }
-        else if (syscall(SYS_stat, "/", &st) == 0) {
-            char *q = g_root;
-            s_cpy(q, "?root=", 8); q += 6;
-            q = u64_str(q, st.st_dev); *q++ = ':'; q = u64_str(q, st.st_ino);
-            g_rootlen = (size_t)(q - g_root);
-        }
-        cwd_update();
-        RESTORE_ERRNO;
-    }
+    if (r == 0) { SAVE_ERRNO; set_root(&shim.tab.where, nr, n); RESTORE_ERRNO; }
     return r;
 }
 /* A change of user or group may take away the right to write the log folder: the log file is opened before.  A
@@ -605,29 +589,20 @@ static void ids_now(uint32_t id[6])
     syscall(SYS_getresuid, &id[0], &id[1], &id[2]);
     syscall(SYS_getresgid, &id[3], &id[4], &id[5]);
 }
-static void priv_undo(const char *prev_what)
-{
-    char name[192];
-    log_name(name);
-    syscall(SYS_unlinkat, g_dirfd, name, 0);
-    syscall(SYS_close, g_prefd);
-    g_prefd = -1;
-    g_priv_what = prev_what;
-}
 #define SETID_WRAP(name, proto, args)                                                                           \
     DECL(int, name, proto);                                                                                    \
     EXPORT int name proto                                                                                      \
     {                                                                                                          \
         RESOLVE(name);                                                                                         \
-        if (!g_on || g_prefd >= 0) return real_##name args;                                                    \
+        if (!shim.on || shim.site.prefd >= 0) return real_##name args;                                         \
         uint32_t id0[6], id1[6];                                                                               \
-        const char *prev = g_priv_what;                                                                        \
+        const char *prev = shim.site.priv_what;                                                                \
         ids_now(id0);                                                                                          \
-        priv_prepare(#name, 1);                                                                                \
+        priv_prepare(&shim, #name, 1);                                                                         \
         int ret_ = real_##name args;                                                                           \
         SAVE_ERRNO;                                                                                            \
         ids_now(id1);                                                                                          \
-        if (g_prefd >= 0 && !memcmp(id0, id1, sizeof id0)) priv_undo(prev);                                    \
+        if (shim.site.prefd >= 0 && !memcmp(id0, id1, sizeof id0)) priv_undo(&shim, prev);                     \
         RESTORE_ERRNO;                                                                                         \
         return ret_;                                                                                           \
     }
@@ -647,14 +622,14 @@ SETID_WRAP(setresgid, (gid_t r, gid_t e, gid_t s), (r, e, s))
     {                                                                                                          \
         RESOLVE(name);                                                                                         \
         struct ofd *o;                                                                                         \
-        if (!g_on || (fl & MAP_ANONYMOUS) || !(o = fd_ofd(fd))) return real_##name(a, l, pr, fl, fd, off);     \
+        if (!shim.on || (fl & MAP_ANONYMOUS) || !(o = fd_ofd(TAB, fd))) return real_##name(a, l, pr, fl, fd, off); \
         uint64_t t0 = CALL_START();                                                                            \
         void *r = real_##name(a, l, pr, fl, fd, off);                                                          \
         uint64_t t1 = CALL_END();                                                                              \
         SAVE_ERRNO;                                                                                            \
-        if (r != MAP_FAILED) { CADD(o->f, C_MMAPS, 1); CADD(o->f, C_MMAP_BYTES, l); }                    \
-        else CADD(o->f, C_ERRORS, 1);                                                                       \
-        if (UNLIKELY(g_trace)) trace(OP_MMAP, 0, o->f, (int64_t)off, r == MAP_FAILED ? -1 : (int64_t)l, t0, t1, r == MAP_FAILED ? saved_errno_ : 0); \
+        if (r != MAP_FAILED) { CADD(TAB, o->f, C_MMAPS, 1); CADD(TAB, o->f, C_MMAP_BYTES, l); }                \
+        else CADD(TAB, o->f, C_ERRORS, 1);                                                                     \
+        if (UNLIKELY(shim.tab.trace)) trace(TAB, OP_MMAP, 0, o->f, (int64_t)off, r == MAP_FAILED ? -1 : (int64_t)l, t0, t1, r == MAP_FAILED ? saved_errno_ : 0); \
         RESTORE_ERRNO;                                                                                         \
         return r;                                                                                              \
     }
@@ -665,19 +640,18 @@ EXPORT int munmap(void *a, size_t l)
 {
     RESOLVE(munmap);
     int r = real_munmap(a, l);
-    if (g_on && r == 0) ADD(&g_munmaps, 1);
+    if (shim.on && r == 0) ADD(&shim.tab.munmaps, 1);
     return r;
 }
 
 /* ---------------------------------------------------------------- vfork */
-/* The child of a vfork shares our memory, so it must not touch the record set: tracing is paused (g_on = 0) from
+/* The child of a vfork shares our memory, so it must not touch the record set: tracing is paused (shim.on = 0) from
  * before the vfork until the parent resumes, which is exactly the child's life (it may only exec or _exit; its new
  * image traces itself).  A wrapper cannot call vfork and return (the child's return would pop the frame the parent
  * returns through), so on x86-64 the wrapper is a few instructions that make the syscall themselves, keeping the
  * return address in a register like glibc's own vfork.  Elsewhere, and in a multi-threaded process (other threads
  * would run untraced during the pause), vfork runs as a fork. */
 DECL(pid_t, fork, (void));
-static int g_vfork_paused;
 __attribute__((used)) static pid_t vfork_as_fork(void)
 {
     RESOLVE(fork);
@@ -687,18 +661,18 @@ __attribute__((used)) static pid_t vfork_as_fork(void)
 /* 1: make a real vfork (tracing paused if it was on); 0: run as a fork */
 __attribute__((used)) static int vfork_prepare(void)
 {
-    if (!g_on) return 1;
+    if (!shim.on) return 1;
     if (!ST) return 0;
     /* resolve what the child may call before exec, so that it does not run dlsym in the parent's memory */
     RESOLVE(execve); RESOLVE(execv); RESOLVE(execvp); RESOLVE(execvpe); RESOLVE(_exit); RESOLVE(close);
     RESOLVE(dup2); RESOLVE(dup3);
-    g_vfork_paused = 1;
-    g_on = 0;
+    shim.vfork_paused = 1;
+    shim.on = 0;
     return 1;
 }
 __attribute__((used)) static long vfork_parent(long r)
 {
-    if (g_vfork_paused) { g_vfork_paused = 0; g_on = 1; }
+    if (shim.vfork_paused) { shim.vfork_paused = 0; shim.on = 1; }
     if (r < 0) { errno = (int)-r; return -1; }
     return r;
 }

@@ -12,15 +12,18 @@ import re
 import stat
 import sys
 
-from mtcio.exitcodes import BAD_INPUT, EPILOG, printable
+from mtcio.exitcodes import BAD_INPUT, FAILED, exit_table, printable
 from mtcio.private import private_dir
 from mtcio.preload import lib_path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.usage = "mtcprof run [-h] [--dir DIR] [--run RUN] [--task TASK] [--stage STAGE] [options] -- CMD..."
-    p.epilog = ("exit status: CMD's own (mtcprof run becomes CMD); before CMD starts: 2 bad input (no command, an "
-                "unusable log folder, no shim), 126 CMD cannot be executed, 127 CMD not found.  " + EPILOG)
+    p.epilog = exit_table(
+        {0: None, FAILED: "failed: an unexpected error before CMD started",
+         BAD_INPUT: "bad input: bad options, no command, an unusable log folder, no shim",
+         126: "CMD cannot be executed", 127: "CMD not found"},
+        first="once CMD starts, CMD's own (mtcprof run becomes CMD; 128+N if it died of signal N); before:")
     p.add_argument("--dir", default=os.environ.get("MTCPROF_DIR", "."),
                    help="log folder (MTCPROF_DIR; default: $MTCPROF_DIR or the current folder); created 0700 "
                         "if missing; refused if another user owns it or others may write to it")

@@ -1,6 +1,7 @@
 /* Internal header shared by the shim's modules (not part of the log format: that is mtcprof.h).
- *   core.c       state, warnings, real-symbol lookup, start (environment, log folder check), fork, signals
- *   tables.c     paths, file records, open file descriptions, the fd table
+ *   core.c       the process state (`shim`), real-symbol lookup, start (environment, log folder check), fork, signals
+ *   warn.c       raw writes, the shim's one-line warnings, reading small kernel files
+ *   tables.c     paths, file records, open file descriptions, the fd table, the op trace
  *   logwriter.c  the log file: records, where it goes (chroot, change of user), temp file and rename
  *   posix.c      fd-level wrappers: open/close/dup, read/write family, metadata, mmap, exit/exec, vfork
  *   stdio.c      FILE * wrappers
@@ -10,7 +11,7 @@
  *
  * Shape of every wrapper (Darshan-like):
  *     RESOLVE(name);                         real symbol, dlsym(RTLD_NEXT) once
- *     if (!g_on || <fd not tracked>) return real(...);     pass-through
+ *     if (!shim.on || <fd not tracked>) return real(...);  pass-through
  *     t0 = CALL_START(); ret = real(...); t1 = CALL_END();  SAVE_ERRNO; record(...); RESTORE_ERRNO; return ret;
  * Hot path (read/write family on a tracked fd): one table load fd -> ofd -> file record, two rdtsc, plain adds
  * while the process is single threaded (__libc_single_threaded) and relaxed atomics otherwise.  No heap, no lock.
@@ -70,7 +71,7 @@
 
 /* ---------------------------------------------------------------- state */
 /* A file record is split in two so that the memory a typical file touches stays small (a first-touch page fault
- * costs ~1.5 us in a VM, more than everything else a new file costs): the hot part (128 bytes, g_frecs[i]) holds the
+ * costs ~1.5 us in a VM, more than everything else a new file costs): the hot part (128 bytes, t->frecs[i]) holds the
  * counters nearly every file uses, as 32-bit counts (times in clock ticks) and 8-bit size bins, plus the three that
  * need 64 bits; the cold part holds the rarely used counters and the carries of the narrow ones (2^32 per wrap of a
  * counter, 256 per wrap of a bin).  Cold parts are handed out in order of first use (f->cold), so the few files that
@@ -84,7 +85,7 @@ enum wide_counter { W_MAX_OFFSET, W_FIRST_OPEN, W_LAST_CLOSE, NWIDE };
 struct frec {
     uint64_t last_end;                /* end offset of the previous read/write (discontinuity check) */
     uint64_t w[NWIDE];                /* timestamps in clock ticks until written out */
-    uint32_t path_off, hash;          /* path: g_paths + path_off */
+    uint32_t path_off, hash;          /* path: t->paths + path_off */
     uint32_t next;                    /* hash chain: index + 1 of the next record, 0 = end */
     uint16_t path_len, flags;
     uint32_t c[NHOT];                 /* low 32 bits */
@@ -115,92 +116,173 @@ struct ofd {                          /* one open file description (shared by du
     uint32_t refs, next;
 };
 
-/* ---------------------------------------------------------------- shared state and functions, by the file defining them */
-/* core.c: state */
-extern int g_on;
-extern pid_t g_pid;
-extern uint32_t g_origin;
-extern uint64_t g_parent_start_ns;
-extern char g_uptime0[48];        /* /proc/uptime at the image's start (see cpu_clock in logwriter.c) */
-extern size_t g_uptime0_len;
-extern char g_sched0[80];         /* /proc/self/schedstat at the image's start (see sched_clock in logwriter.c) */
-extern size_t g_sched0_len;
-size_t read_line(const char *path, char *buf, size_t cap);
-extern int g_fd_short;            /* set when one of the shim's own opens failed with EMFILE (logwriter.c: write_log) */
-extern char *g_dir, *g_host, *g_run, *g_task, *g_stage, *g_cwd, *g_cwd0;   /* packed strings (core.c) */
-extern size_t g_cwd_len;
-extern char *g_incl_raw, *g_excl_raw, *g_mounts_raw;
-extern int g_mounts_given;
-extern const char *g_incl[MAX_PREFIX], *g_excl[MAX_PREFIX + 4];
-extern size_t g_incl_len[MAX_PREFIX], g_excl_len[MAX_PREFIX + 4];
-extern int g_nincl, g_nexcl;
-extern char *g_argvbuf;
-extern size_t g_argvlen;
-extern int g_argvtrunc;
-extern struct ofd **g_fdtab;
-extern struct frec *g_frecs;
-extern uint32_t g_nfrec, g_files_dropped;
-extern struct fcold *g_cold;
-extern uint32_t g_ncold;
-extern uint32_t *g_bkt;
-extern uint64_t *g_bkt_used;
-extern char *g_paths;
-extern uint64_t g_paths_used;
-extern struct ofd *g_ofds;
-extern uint64_t g_ofd_free;
-extern uint32_t g_ofd_bump;
-extern int g_trace;
-extern int g_cpu_wait;                 /* MTCPROF_CPU_WAIT=1: each timed call's wait for a CPU (CALL_START/CALL_END) */
-extern uint64_t g_cw_ns, g_cw_calls;   /* that wait summed over the calls whose time a file's counters took */
+/* ---------------------------------------------------------------- the process state */
+/* Everything the shim keeps for its process image is one struct, struct shim_process, defined once (core.c: `shim`).
+ * Modules below the wrappers never name that object: they get the part they work on as an argument, so what each
+ * needs from the others is in its functions' signatures.  The modules, each using only those below it:
+ *     warn.c       raw writes, warnings, kernel files            struct shim_warn
+ *     tables.c     paths, file records, ofds, fd table, op trace  struct shim_tables
+ *     logwriter.c  the log file                                   reads the whole struct; changes shim_writer,
+ *                                                                 shim_site and how the image ended (shim_end)
+ *     core.c       start, fork, signals, real symbols             defines `shim`
+ *     posix.c, stdio.c, gfarm.c   the wrappers                     `shim` ("the wrappers' view" below)
+ * Outside it: per-thread values (TLS), each wrapper's resolved real symbol (real_<name>, the wrapper's own cache),
+ * the program's main (core.c, set before the shim starts, traced or not) and gfarm.c's handle table (used by no other
+ * module; 64 KiB of zeros that stay untouched in a process that never calls libgfarm). */
+
+/* the environment's options, as read at start (strings in the packed area, see core.c: mtc_init) */
+struct shim_opts {
+    char *incl_raw, *excl_raw;        /* MTCPROF_INCLUDE / MTCPROF_EXCLUDE as given (copied into the log) */
+    char *mounts_raw;                 /* MTCPROF_GFARM_MOUNTS */
+    int mounts_given;                 /* it was set: the launcher listed the gfarm2fs mounts */
+};
+/* who the process image is: the strings and numbers of its PROC record */
+struct shim_task {
+    pid_t pid;
+    uint32_t origin;                  /* 0 exec'd image, 1 fork child */
+    uint64_t parent_start_ns;         /* fork child: the parent image's start */
+    char *dir, *host, *run, *task, *stage, *cwd0;   /* log folder, attribution strings, cwd at start */
+    char *argv;                       /* argv as it was at start (programs may rewrite theirs), at most ARGV_MAX_BYTES */
+    size_t argv_len;
+    int argv_trunc;
+};
+/* the clock: ticks (TSC or monotonic ns) -> realtime ns, and the kernel's counters at the image's start */
+struct shim_clock {
+    uint64_t tick0, mono0, real0;
+    char uptime0[48];                 /* /proc/uptime (see cpu_clock in logwriter.c) */
+    size_t uptime0_len;
+    char sched0[80];                  /* /proc/self/schedstat (see sched_clock in logwriter.c) */
+    size_t sched0_len;
+};
+/* how the image ends */
+struct shim_end {
+    int exit_status;                  /* -1 unknown */
+    uint32_t ended_by;
+    int signal;
+    int flushing;                     /* 1 once a log was written (or is being written) */
+};
+/* where paths are resolved and which are recorded (tables.c) */
+struct shim_paths {
+    char *cwd;                        /* PATH_MAX bytes: the working directory, or a "?cwd=" stand-in */
+    size_t cwd_len;
+    char *root;                       /* PATH_MAX bytes: the new root after a chroot, as seen from the original one */
+    size_t root_len;                  /* 0 without a chroot */
+    const char *incl[MAX_PREFIX], *excl[MAX_PREFIX + 4];
+    size_t incl_len[MAX_PREFIX], excl_len[MAX_PREFIX + 4];
+    int nincl, nexcl;
+};
+/* the record set (tables.c): what the log holds.  A fork child keeps the paths and the fd table, zeroes the rest. */
+struct shim_tables {
+    /* read by every wrapped call: first, so that with shim.on they share one cache line */
+    struct ofd **fdtab;               /* FD_MAX entries (see fd_ofd) */
+    int trace;                        /* MTCPROF_TRACE=ops and its memory reserved */
+    int cpu_wait;                     /* MTCPROF_CPU_WAIT=1: each timed call's wait for a CPU (CALL_START/CALL_END) */
+    struct frec *frecs;               /* FREC_MAX records (lazily backed mmap) */
+    uint32_t nfrec, files_dropped;
+    struct fcold *cold;               /* 2 * FREC_MAX cold parts, handed out in order of use */
+    uint32_t ncold;
+    uint32_t *bkt;                    /* NBUCKETS chain heads: frec index + 1 */
+    uint64_t *bkt_used;               /* NBUCKETS bits: the chain may be non-empty */
+    struct frec *last;                /* the last record found or made (single-threaded only) */
+    char *paths;                      /* PATHS_BYTES of NUL-terminated paths */
+    uint64_t paths_used;
+    struct ofd *ofds;                 /* ofd pool, index 0 unused */
+    uint64_t ofd_free;                /* Treiber stack head: tag << 32 | index */
+    uint32_t ofd_bump;
+    struct mtc_op_rec *ops;
+    uint64_t nops, ops_max;           /* ops_max: MTCPROF_TRACE_MAX, the trace's capacity */
+    uint64_t cw_ns, cw_calls;         /* that wait summed over the calls whose time a file's counters took */
+    uint64_t munmaps;
+    struct shim_paths where;
+};
+/* the shim's messages (warn.c) */
+struct shim_warn {
+    int err_state;                    /* 0: fd 2 not taken yet (write), 1: taken, 2: fd 2 was closed at start */
+    uint64_t err_dev, err_ino;        /* fd 2 at start */
+    int warned;                       /* the one "running untraced" warning was printed */
+};
+/* where the log goes after a chroot or a change of user (logwriter.c) */
+struct shim_site {
+    uint64_t dir_dev, dir_ino;        /* the log folder checked at start */
+    int dirfd, prefd;                 /* the folder, and the log file opened in place, before such a call */
+    uint64_t pre_dev, pre_ino;
+    const char *priv_what;            /* first such call, for the warning */
+    int priv_warned;
+    char *exe;                        /* PATH_MAX: /proc/self/exe read before a chroot (no /proc inside it, often) */
+    long exe_len;
+};
+/* the log writer's buffer and the end it writes (logwriter.c; async-signal-safe) */
+#define LOG_BUF_BYTES (1 << 16)
+struct shim_writer {
+    char *buf;                        /* LOG_BUF_BYTES, in the reservation made at start */
+    size_t len;
+    int fd, err, nrec;
+    uint64_t total;
+    double scale;                     /* ns per tick */
+    int fd_short;                     /* one of the writer's own opens failed with EMFILE */
+    char sched_path[48];              /* /proc/self/schedstat, or /proc/<pid>/schedstat in a log-writing copy */
+    uint64_t t_end, real_end;         /* the end of the image, taken once (a log written again says the same) */
+    int32_t ppid_end;
+};
+struct shim_process {
+    int on;                           /* 1: tracing; 0: pure pass-through (or paused over a vfork) */
+    int vfork_paused;
+    struct shim_tables tab;
+    struct shim_opts opt;
+    struct shim_task id;
+    struct shim_clock clock;
+    struct shim_end end;
+    struct shim_warn warn;
+    struct shim_site site;
+    struct shim_writer w;
+};
+/* per thread, so outside the struct */
 extern TLS uint64_t t_cw0, t_cw;       /* the thread's run-queue wait at its call's start; the call's wait */
-uint64_t thread_wait_ns(void);
-extern struct mtc_op_rec *g_ops;
-extern uint64_t g_nops, g_ops_max;
-extern uint64_t g_munmaps;
-extern uint64_t g_tick0, g_mono0, g_real0;
-extern int g_exit_status;
-extern uint32_t g_ended_by;
-extern int g_signal;
-extern int g_flushing;
-extern int g_warned;
 extern TLS int t_tid;
+
+/* ---------------------------------------------------------------- functions, by the file defining them */
+/* warn.c: raw writes, the shim's messages, kernel files (async-signal-safe) */
+long sys_write_all(int fd, const void *buf, size_t n);
+void warn_init(struct shim_warn *w);
+void say(struct shim_warn *w, const char *msg, size_t n);
+void warn_line(struct shim_warn *w, const char *const *parts);
+void warn_once(struct shim_warn *w, const char *what, const char *path, int err);
+size_t read_line(const char *path, char *buf, size_t cap, int *emfile);
+uint64_t thread_wait_ns(void);
 
 /* tables.c */
 size_t norm_inplace(char *p);
-extern char *g_root;                   /* PATH_MAX bytes */
-extern size_t g_rootlen;
-size_t abs_path(int dirfd, const char *path, char *out);
-void cwd_update(void);
-int excluded(const char *p, size_t pl);
-struct frec *frec_get(const char *p, size_t pl, uint32_t flags);
-struct frec *frec_at(int dirfd, const char *path, uint32_t flags);
-struct ofd *ofd_new(struct frec *f, int64_t pos);
-void ofd_put(struct ofd *o);
-void fd_install(int fd, struct ofd *o);
-struct ofd *fd_take(int fd);
-struct ofd *fd_adopt(int fd);
-void rec_open(struct frec *f, int created, uint64_t t0, uint64_t t1, uint16_t fl);
-void reg_open(int fd, int dirfd, const char *path, int oflags, int created, uint64_t t0, uint64_t t1, uint32_t ff);
-void rec_open_failed(int dirfd, const char *path, uint64_t t0, uint64_t t1, int err);
-void rec_close(struct ofd *o, uint64_t t0, uint64_t t1, uint16_t fl);
+size_t abs_path(struct shim_tables *t, int dirfd, const char *path, char *out);
+void cwd_update(struct shim_paths *w);
+void set_root(struct shim_paths *w, const char *nr, size_t n);
+int excluded(const struct shim_paths *w, const char *p, size_t pl);
+void path_filters(struct shim_paths *w, const char *log_dir, const char *excl_raw, const char *incl_raw, char **store,
+                  char *store_end);
+struct frec *frec_get(struct shim_tables *t, const char *p, size_t pl, uint32_t flags);
+struct frec *frec_at(struct shim_tables *t, int dirfd, const char *path, uint32_t flags);
+struct ofd *ofd_new(struct shim_tables *t, struct frec *f, int64_t pos);
+void ofd_put(struct shim_tables *t, struct ofd *o);
+void fd_install(struct shim_tables *t, int fd, struct ofd *o);
+struct ofd *fd_take(struct shim_tables *t, int fd);
+struct ofd *fd_adopt(struct shim_tables *t, int fd);
+void rec_open(struct shim_tables *t, struct frec *f, int created, uint64_t t0, uint64_t t1, uint16_t fl);
+void reg_open(struct shim_tables *t, int fd, int dirfd, const char *path, int oflags, int created, uint64_t t0,
+              uint64_t t1, uint32_t ff);
+void rec_open_failed(struct shim_tables *t, int dirfd, const char *path, uint64_t t0, uint64_t t1, int err);
+void rec_close(struct shim_tables *t, struct ofd *o, uint64_t t0, uint64_t t1, uint16_t fl);
+int frec_active(const struct shim_tables *t, const struct frec *f);
+int tables_active(const struct shim_tables *t);
+void tables_fork_child(struct shim_tables *t);
 
 /* logwriter.c */
-int frec_active(const struct frec *f);
-void snapshot_argv(int argc, char **argv);
-extern uint64_t g_dir_dev, g_dir_ino;
-extern int g_dirfd, g_prefd;
-extern const char *g_priv_what;
-void log_name(char *out);
-void priv_prepare(const char *what, int user);
-int write_log(uint32_t ended_by);
-#define LOG_BUF_BYTES (1 << 16)
-extern char *g_wbuf, *g_exe;            /* LOG_BUF_BYTES and PATH_MAX bytes, in the reservation made at start */
+void snapshot_argv(struct shim_task *id, int argc, char **argv);
+void log_name(const struct shim_process *p, char *out);
+void priv_prepare(struct shim_process *p, const char *what, int user);
+void priv_undo(struct shim_process *p, const char *prev_what);
+void log_fork_child(struct shim_process *p);
+int write_log(struct shim_process *p, uint32_t ended_by);
 
-/* core.c: warnings, real symbols, start */
-long sys_write_all(int fd, const void *buf, size_t n);
-void say(const char *msg, size_t n);
-void warn_line(const char *const *parts);
-void warn_once(const char *what, const char *path, int err);
+/* core.c: real symbols */
 void *resolve(const char *name, const char *version);
 void missing_symbol(const char *name);
 
@@ -213,22 +295,6 @@ static inline uint64_t NOW(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 #endif
-}
-/* A wrapped call's clock: NOW() at its start and end.  With MTCPROF_CPU_WAIT=1 the thread's run-queue wait is read
- * outside them too (/proc/thread-self/schedstat, ~3 us a call for both): the call's time ready to run without a CPU. */
-static inline uint64_t CALL_START(void)
-{
-    if (UNLIKELY(g_cpu_wait)) { t_cw0 = thread_wait_ns(); t_cw = 0; }
-    return NOW();
-}
-static inline uint64_t CALL_END(void)
-{
-    uint64_t t = NOW();
-    if (UNLIKELY(g_cpu_wait)) {
-        uint64_t w = thread_wait_ns();
-        t_cw = w != ~0ull && t_cw0 != ~0ull && w >= t_cw0 ? w - t_cw0 : 0;
-    }
-    return t;
 }
 static inline uint64_t clock_ns(clockid_t c)
 {
@@ -298,20 +364,20 @@ HOT int64_t POS_ADVANCE(int64_t *p, int64_t n)
     if (ST) { int64_t o = *p; *p = o + n; return o; }
     return __atomic_fetch_add(p, n, __ATOMIC_RELAXED);
 }
-static inline const struct fcold *cold_if(const struct frec *f)
+static inline const struct fcold *cold_if(const struct shim_tables *t, const struct frec *f)
 {
     uint32_t c = __atomic_load_n(&f->cold, __ATOMIC_ACQUIRE);
-    return c ? &g_cold[c - 1] : NULL;
+    return c ? &t->cold[c - 1] : NULL;
 }
 /* tables.c, out of line (rare): add v to the cold part's 64-bit word `word` (struct fcold as an array of words) */
-void cold_add(struct frec *f, unsigned word, uint64_t v);
+void cold_add(struct shim_tables *t, struct frec *f, unsigned word, uint64_t v);
 #define COLD_WORD(member, i) ((unsigned)(__builtin_offsetof(struct fcold, member) / 8) + (unsigned)(i))
 /* add v to counter c (a constant at nearly every call site: folds to one of the three branches) */
-HOT void CADD(struct frec *f, int c, uint64_t v)
+HOT void CADD(struct shim_tables *t, struct frec *f, int c, uint64_t v)
 {
     int k = g_cmap[c];
     if (k >= WIDE) { ADD(&f->w[k - WIDE], v); return; }
-    if (k < 0) { cold_add(f, COLD_WORD(c, ~k), v); return; }
+    if (k < 0) { cold_add(t, f, COLD_WORD(c, ~k), v); return; }
     uint32_t *p = &f->c[k];
     uint64_t carry;
     if (ST) { uint64_t s = (uint64_t)*p + v; *p = (uint32_t)s; carry = s >> 32; }
@@ -319,29 +385,29 @@ HOT void CADD(struct frec *f, int c, uint64_t v)
         uint32_t old = __atomic_fetch_add(p, (uint32_t)v, __ATOMIC_RELAXED);
         carry = (((uint64_t)old + (uint32_t)v) >> 32) + (v >> 32);
     }
-    if (UNLIKELY(carry)) cold_add(f, COLD_WORD(c_hi, k), carry << 32);
+    if (UNLIKELY(carry)) cold_add(t, f, COLD_WORD(c_hi, k), carry << 32);
 }
 /* a timed call's duration into one of a file's time counters (C_T_*), and with MTCPROF_CPU_WAIT its wait for a CPU
  * into the process's sum: only calls whose time a file takes count, as in the traced I/O time ingest sums */
-HOT void TADD(struct frec *f, int c, uint64_t dt)
+HOT void TADD(struct shim_tables *t, struct frec *f, int c, uint64_t dt)
 {
-    CADD(f, c, dt);
-    if (UNLIKELY(g_cpu_wait)) {
-        __atomic_fetch_add(&g_cw_ns, t_cw, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&g_cw_calls, 1, __ATOMIC_RELAXED);
+    CADD(t, f, c, dt);
+    if (UNLIKELY(t->cpu_wait)) {
+        __atomic_fetch_add(&t->cw_ns, t_cw, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&t->cw_calls, 1, __ATOMIC_RELAXED);
         t_cw = 0;
     }
 }
 /* address of a 64-bit counter (max_offset, first_open, last_close) */
 HOT uint64_t *WCTR(struct frec *f, int c) { return &f->w[g_cmap[c] - WIDE]; }
 /* one more call in size bin b (8-bit count; a wrap adds 256 to the cold high part) */
-HOT void BIN_INC(struct frec *f, int wr, int b)
+HOT void BIN_INC(struct shim_tables *t, struct frec *f, int wr, int b)
 {
     uint8_t *p = &(wr ? f->hw : f->hr)[b];
     uint8_t old;
     if (ST) old = (*p)++;
     else old = __atomic_fetch_add(p, 1, __ATOMIC_RELAXED);
-    if (UNLIKELY(old == UINT8_MAX)) cold_add(f, wr ? COLD_WORD(hw_hi, b) : COLD_WORD(hr_hi, b), 256);
+    if (UNLIKELY(old == UINT8_MAX)) cold_add(t, f, wr ? COLD_WORD(hw_hi, b) : COLD_WORD(hr_hi, b), 256);
 }
 HOT int size_bin(uint64_t n)
 {
@@ -349,61 +415,91 @@ HOT int size_bin(uint64_t n)
          : n < 4194304 ? 5 : n < 10485760 ? 6 : n < 104857600 ? 7 : n < 1073741824 ? 8 : 9;
 }
 /* tables.c: one op into the op trace (MTCPROF_TRACE=ops), out of line */
-void trace(uint16_t op, uint16_t fl, const struct frec *f, int64_t off, int64_t len, uint64_t t0, uint64_t t1,
-           int err);
+void trace(struct shim_tables *t, uint16_t op, uint16_t fl, const struct frec *f, int64_t off, int64_t len,
+           uint64_t t0, uint64_t t1, int err);
 
 /* one read or write of n bytes (n < 0: failed call) at offset off (-1 unknown) */
-HOT void rec_rw(struct frec *f, int wr, int64_t off, int64_t n, uint64_t t0, uint64_t t1, uint16_t fl,
-                          int err)
+HOT void rec_rw(struct shim_tables *t, struct frec *f, int wr, int64_t off, int64_t n, uint64_t t0, uint64_t t1,
+                uint16_t fl, int err)
 {
     if (UNLIKELY(n < 0)) {
-        CADD(f, C_ERRORS, 1);
-        TADD(f, wr ? C_T_WRITE : C_T_READ, t1 - t0);
+        CADD(t, f, C_ERRORS, 1);
+        TADD(t, f, wr ? C_T_WRITE : C_T_READ, t1 - t0);
     } else {
-        CADD(f, wr ? C_WRITES : C_READS, 1);
-        CADD(f, wr ? C_BYTES_WRITTEN : C_BYTES_READ, (uint64_t)n);
-        TADD(f, wr ? C_T_WRITE : C_T_READ, t1 - t0);
-        BIN_INC(f, wr, size_bin((uint64_t)n));
+        CADD(t, f, wr ? C_WRITES : C_READS, 1);
+        CADD(t, f, wr ? C_BYTES_WRITTEN : C_BYTES_READ, (uint64_t)n);
+        TADD(t, f, wr ? C_T_WRITE : C_T_READ, t1 - t0);
+        BIN_INC(t, f, wr, size_bin((uint64_t)n));
         if (off >= 0) {
             uint64_t end = (uint64_t)off + (uint64_t)n;
-            if (XCHG(&f->last_end, end) != (uint64_t)off) CADD(f, wr ? C_WRITE_DISCONT : C_READ_DISCONT, 1);
+            if (XCHG(&f->last_end, end) != (uint64_t)off) CADD(t, f, wr ? C_WRITE_DISCONT : C_READ_DISCONT, 1);
             if (n > 0) MAXU(WCTR(f, C_MAX_OFFSET), end);
         }
     }
-    if (UNLIKELY(g_trace)) trace(wr ? OP_WRITE : OP_READ, fl, f, off, n, t0, t1, n < 0 ? err : 0);
+    if (UNLIKELY(t->trace)) trace(t, wr ? OP_WRITE : OP_READ, fl, f, off, n, t0, t1, n < 0 ? err : 0);
 }
 /* the same, out of line (tables.c), one copy for reads and one for writes, each with its counters folded */
-void rec_read(struct frec *f, int64_t off, int64_t n, uint64_t t0, uint64_t t1, uint16_t fl, int err);
-void rec_write(struct frec *f, int64_t off, int64_t n, uint64_t t0, uint64_t t1, uint16_t fl, int err);
-HOT void rec_io(struct frec *f, int wr, int64_t off, int64_t n, uint64_t t0, uint64_t t1, uint16_t fl, int err)
+void rec_read(struct shim_tables *t, struct frec *f, int64_t off, int64_t n, uint64_t t0, uint64_t t1, uint16_t fl,
+              int err);
+void rec_write(struct shim_tables *t, struct frec *f, int64_t off, int64_t n, uint64_t t0, uint64_t t1, uint16_t fl,
+               int err);
+HOT void rec_io(struct shim_tables *t, struct frec *f, int wr, int64_t off, int64_t n, uint64_t t0, uint64_t t1,
+                uint16_t fl, int err)
 {
-    if (wr) rec_write(f, off, n, t0, t1, fl, err);
-    else rec_read(f, off, n, t0, t1, fl, err);
+    if (wr) rec_write(t, f, off, n, t0, t1, fl, err);
+    else rec_read(t, f, off, n, t0, t1, fl, err);
 }
-HOT void rec_meta(struct frec *f, int counter, uint16_t op, uint64_t t0, uint64_t t1, int failed, int err,
-                            int64_t off)
+HOT void rec_meta(struct shim_tables *t, struct frec *f, int counter, uint16_t op, uint64_t t0, uint64_t t1,
+                  int failed, int err, int64_t off)
 {
-    if (failed) CADD(f, C_ERRORS, 1);
-    else CADD(f, counter, 1);
-    TADD(f, C_T_META, t1 - t0);
-    if (UNLIKELY(g_trace)) trace(op, 0, f, off, failed ? -1 : 0, t0, t1, failed ? err : 0);
+    if (failed) CADD(t, f, C_ERRORS, 1);
+    else CADD(t, f, counter, 1);
+    TADD(t, f, C_T_META, t1 - t0);
+    if (UNLIKELY(t->trace)) trace(t, op, 0, f, off, failed ? -1 : 0, t0, t1, failed ? err : 0);
 }
+/* a record's file id (its index: FILE records and ops refer to it) */
+static inline uint32_t frec_id(const struct shim_tables *t, const struct frec *f) { return (uint32_t)(f - t->frecs); }
 
 
 /* ---------------------------------------------------------------- the fd table */
-/* g_fdtab entries: NULL = not looked at yet, FD_NONE = not a traced file (pipe, socket, excluded path...),
+/* t->fdtab entries: NULL = not looked at yet, FD_NONE = not a traced file (pipe, socket, excluded path...),
  * else the open file description.  An fd the shim did not see opened (inherited over exec, or opened by a route
  * that is not wrapped) is adopted at its first use, so start-up does not have to walk /proc/self/fd. */
 #define FD_NONE ((struct ofd *)1)
-static inline struct ofd *fd_ofd(int fd)
+static inline struct ofd *fd_ofd(struct shim_tables *t, int fd)
 {
     if (UNLIKELY((unsigned)fd >= FD_MAX)) return NULL;
-    struct ofd *o = __atomic_load_n(&g_fdtab[fd], __ATOMIC_ACQUIRE);
+    struct ofd *o = __atomic_load_n(&t->fdtab[fd], __ATOMIC_ACQUIRE);
     if (LIKELY(o > FD_NONE)) return o;
-    return o ? NULL : fd_adopt(fd);
+    return o ? NULL : fd_adopt(t, fd);
 }
 #define SAVE_ERRNO int saved_errno_ = errno
 #define RESTORE_ERRNO errno = saved_errno_
+
+/* ---------------------------------------------------------------- the wrappers' view of the state */
+/* core.c and the wrappers (posix.c, stdio.c, gfarm.c) reach the process state through `shim`.  warn.c, tables.c and
+ * logwriter.c define SHIM_PASSED_STATE before including this header: `shim` is then not declared for them, and the
+ * compiler holds them to the parts they are given. */
+#ifndef SHIM_PASSED_STATE
+extern struct shim_process shim;
+#define TAB (&shim.tab)
+/* A wrapped call's clock: NOW() at its start and end.  With MTCPROF_CPU_WAIT=1 the thread's run-queue wait is read
+ * outside them too (/proc/thread-self/schedstat, ~3 us a call for both): the call's time ready to run without a CPU. */
+static inline uint64_t CALL_START(void)
+{
+    if (UNLIKELY(shim.tab.cpu_wait)) { t_cw0 = thread_wait_ns(); t_cw = 0; }
+    return NOW();
+}
+static inline uint64_t CALL_END(void)
+{
+    uint64_t t = NOW();
+    if (UNLIKELY(shim.tab.cpu_wait)) {
+        uint64_t w = thread_wait_ns();
+        t_cw = w != ~0ull && t_cw0 != ~0ull && w >= t_cw0 ? w - t_cw0 : 0;
+    }
+    return t;
+}
+#endif
 
 #pragma GCC visibility pop
 #endif

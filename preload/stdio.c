@@ -2,16 +2,16 @@
 #include "shim.h"
 
 /* ---------------------------------------------------------------- stdio */
-static inline struct ofd *fp_ofd(FILE *fp) { return fp ? fd_ofd(fp->_fileno) : NULL; }
+static inline struct ofd *fp_ofd(FILE *fp) { return fp ? fd_ofd(TAB, fp->_fileno) : NULL; }
 /* a stdio read/write of `bytes` (< 0 on error) at the stream's logical position */
 HOT void rec_stdio(struct ofd *o, int wr, int64_t bytes, uint64_t t0, uint64_t t1, int err)
 {
     int64_t off = bytes >= 0 && o->pos >= 0 ? POS_ADVANCE(&o->pos, bytes) : -1;
-    rec_io(o->f, wr, off, bytes, t0, t1, OF_STDIO, err);
+    rec_io(TAB, o->f, wr, off, bytes, t0, t1, OF_STDIO, err);
 }
 #define STDIO_BODY(TYPE, FP, WR, CALL, BYTES_EXPR)                                                             \
     struct ofd *o;                                                                                             \
-    if (!g_on || !(o = fp_ofd(FP))) return CALL;                                                               \
+    if (!shim.on || !(o = fp_ofd(FP))) return CALL;                                                            \
     uint64_t t0 = CALL_START();                                                                                \
     TYPE r = CALL;                                                                                             \
     uint64_t t1 = CALL_END();                                                                                  \
@@ -52,52 +52,52 @@ static FILE *fopen_common(FILE *(*fn)(const char *, const char *), const char *p
     }
     uint64_t t1 = CALL_END();
     SAVE_ERRNO;
-    if (fp) reg_open(fp->_fileno, AT_FDCWD, p, fl, created, t0, t1, FF_STDIO);
-    else rec_open_failed(AT_FDCWD, p, t0, t1, saved_errno_);
+    if (fp) reg_open(TAB, fp->_fileno, AT_FDCWD, p, fl, created, t0, t1, FF_STDIO);
+    else rec_open_failed(TAB, AT_FDCWD, p, t0, t1, saved_errno_);
     RESTORE_ERRNO;
     return fp;
 }
 DECL(FILE *, fopen, (const char *, const char *));
 DECL(FILE *, fopen64, (const char *, const char *));
-EXPORT FILE *fopen(const char *p, const char *m) { RESOLVE(fopen); if (!g_on) return real_fopen(p, m); return fopen_common(real_fopen, p, m); }
-EXPORT FILE *fopen64(const char *p, const char *m) { RESOLVE(fopen64); if (!g_on) return real_fopen64(p, m); return fopen_common(real_fopen64, p, m); }
+EXPORT FILE *fopen(const char *p, const char *m) { RESOLVE(fopen); if (!shim.on) return real_fopen(p, m); return fopen_common(real_fopen, p, m); }
+EXPORT FILE *fopen64(const char *p, const char *m) { RESOLVE(fopen64); if (!shim.on) return real_fopen64(p, m); return fopen_common(real_fopen64, p, m); }
 DECL(FILE *, fdopen, (int, const char *));
 EXPORT FILE *fdopen(int fd, const char *m)
 {
     RESOLVE(fdopen);
     FILE *fp = real_fdopen(fd, m);
     struct ofd *o;
-    if (g_on && fp && (o = fd_ofd(fd))) __atomic_fetch_or(&o->f->flags, FF_STDIO, __ATOMIC_RELAXED);
+    if (shim.on && fp && (o = fd_ofd(TAB, fd))) __atomic_fetch_or(&o->f->flags, FF_STDIO, __ATOMIC_RELAXED);
     return fp;
 }
 static FILE *freopen_common(FILE *(*fn)(const char *, const char *, FILE *), const char *p, const char *m, FILE *fp)
 {
     int oldfd = fp ? fp->_fileno : -1;
-    struct ofd *old = p ? fd_take(oldfd) : NULL;
+    struct ofd *old = p ? fd_take(TAB, oldfd) : NULL;
     uint64_t t0 = CALL_START();
     FILE *r = fn(p, m, fp);
     uint64_t t1 = CALL_END();
     SAVE_ERRNO;
-    if (old) rec_close(old, t0, t0, OF_STDIO);
-    if (r && p) reg_open(r->_fileno, AT_FDCWD, p, mode_oflags(m), 0, t0, t1, FF_STDIO);
+    if (old) rec_close(TAB, old, t0, t0, OF_STDIO);
+    if (r && p) reg_open(TAB, r->_fileno, AT_FDCWD, p, mode_oflags(m), 0, t0, t1, FF_STDIO);
     RESTORE_ERRNO;
     return r;
 }
 DECL(FILE *, freopen, (const char *, const char *, FILE *));
 DECL(FILE *, freopen64, (const char *, const char *, FILE *));
-EXPORT FILE *freopen(const char *p, const char *m, FILE *fp) { RESOLVE(freopen); if (!g_on) return real_freopen(p, m, fp); return freopen_common(real_freopen, p, m, fp); }
-EXPORT FILE *freopen64(const char *p, const char *m, FILE *fp) { RESOLVE(freopen64); if (!g_on) return real_freopen64(p, m, fp); return freopen_common(real_freopen64, p, m, fp); }
+EXPORT FILE *freopen(const char *p, const char *m, FILE *fp) { RESOLVE(freopen); if (!shim.on) return real_freopen(p, m, fp); return freopen_common(real_freopen, p, m, fp); }
+EXPORT FILE *freopen64(const char *p, const char *m, FILE *fp) { RESOLVE(freopen64); if (!shim.on) return real_freopen64(p, m, fp); return freopen_common(real_freopen64, p, m, fp); }
 DECL(int, fclose, (FILE *));
 EXPORT int fclose(FILE *fp)
 {
     RESOLVE(fclose);
     struct ofd *o;
-    if (!g_on || !fp || !(o = fd_take(fp->_fileno))) return real_fclose(fp);
+    if (!shim.on || !fp || !(o = fd_take(TAB, fp->_fileno))) return real_fclose(fp);
     uint64_t t0 = CALL_START();
     int r = real_fclose(fp);
     uint64_t t1 = CALL_END();
     SAVE_ERRNO;
-    rec_close(o, t0, t1, OF_STDIO);
+    rec_close(TAB, o, t0, t1, OF_STDIO);
     RESTORE_ERRNO;
     return r;
 }
@@ -181,7 +181,7 @@ static int64_t fp_tell(FILE *fp)
 }
 #define SCANF_BODY(CALL)                                                                                       \
     struct ofd *o;                                                                                             \
-    if (!g_on || !(o = fp_ofd(fp))) return CALL;                                                               \
+    if (!shim.on || !(o = fp_ofd(fp))) return CALL;                                                            \
     int64_t p0 = fp_tell(fp);                                                                                  \
     uint64_t t0 = CALL_START();                                                                                \
     int r = CALL;                                                                                              \
@@ -208,11 +208,11 @@ static void rec_fseek(FILE *fp, struct ofd *o, int ok, int wh, uint64_t t0, uint
 {
     if (ok) {
         __atomic_store_n(&o->pos, fp_tell(fp), __ATOMIC_RELAXED);
-        CADD(o->f, C_SEEKS, 1);
-        if (wh == SEEK_END) CADD(o->f, C_SEEKS_END, 1);
-    } else CADD(o->f, C_ERRORS, 1);
-    TADD(o->f, C_T_META, t1 - t0);      /* a seek may flush the stream's buffer or ask for the size */
-    if (UNLIKELY(g_trace)) trace(OP_SEEK, OF_STDIO, o->f, ok ? o->pos : -1, 0, t0, t1, ok ? 0 : err);
+        CADD(TAB, o->f, C_SEEKS, 1);
+        if (wh == SEEK_END) CADD(TAB, o->f, C_SEEKS_END, 1);
+    } else CADD(TAB, o->f, C_ERRORS, 1);
+    TADD(TAB, o->f, C_T_META, t1 - t0);      /* a seek may flush the stream's buffer or ask for the size */
+    if (UNLIKELY(shim.tab.trace)) trace(TAB, OP_SEEK, OF_STDIO, o->f, ok ? o->pos : -1, 0, t0, t1, ok ? 0 : err);
 }
 #define FSEEK_WRAP(name, OFFT)                                                                                 \
     DECL(int, name, (FILE *, OFFT, int));                                                                      \
@@ -220,7 +220,7 @@ static void rec_fseek(FILE *fp, struct ofd *o, int ok, int wh, uint64_t t0, uint
     {                                                                                                          \
         RESOLVE(name);                                                                                         \
         struct ofd *o;                                                                                         \
-        if (!g_on || !(o = fp_ofd(fp))) return real_##name(fp, off, wh);                                       \
+        if (!shim.on || !(o = fp_ofd(fp))) return real_##name(fp, off, wh);                                    \
         uint64_t t0 = CALL_START();                                                                            \
         int r = real_##name(fp, off, wh);                                                                      \
         uint64_t t1 = CALL_END();                                                                              \
@@ -237,7 +237,7 @@ EXPORT void rewind(FILE *fp)
 {
     RESOLVE(rewind);
     struct ofd *o;
-    if (!g_on || !(o = fp_ofd(fp))) { real_rewind(fp); return; }
+    if (!shim.on || !(o = fp_ofd(fp))) { real_rewind(fp); return; }
     uint64_t t0 = CALL_START();
     real_rewind(fp);
     uint64_t t1 = CALL_END();

@@ -12,8 +12,8 @@ import argparse
 import os
 import sys
 
-from mtcio import __version__
-from mtcio.exitcodes import BAD_INPUT, EPILOG as CODES, FAILED, INTERRUPTED, STATE, UNKNOWN_HOST, printable
+from mtcio.exitcodes import BAD_INPUT, FAILED, INTERRUPTED, STATE, UNKNOWN_HOST, exit_table, printable
+from mtcio.helptext import HelpFormatter, add_version
 
 from . import layout
 
@@ -24,19 +24,34 @@ examples:
   mtcbed exec mtc-node2 -- gfwhere /f      run as the testbed user on mtc-node2
   mtcbed status --json
   mtcbed down
-""" + CODES + """
-  (3: already up / none up; exec returns the command's own exit code)
 """
+_ROOT = "failed: not run as root, or a daemon, namespace or mount could not be set up (what was half-built is torn down)"
+EXIT_CODES = {
+    None: exit_table({FAILED: _ROOT, STATE: "wrong state: up: a testbed is already up; status, exec: none is up",
+                      UNKNOWN_HOST: "unknown host (exec)"}, codes=(0, 1, 2, 3, 4, 130),
+                     first="(exec: the command's own once it runs)"),
+    "up": exit_table({FAILED: _ROOT, STATE: "wrong state: a testbed is already up (--reuse: a different one)"}),
+    "down": exit_table({FAILED: "failed: not run as root, or a part could not be stopped (run it again)"}),
+    "status": exit_table({STATE: "wrong state: no testbed is up, or its state file is corrupt"}),
+    "exec": exit_table({FAILED: "failed: not run as root, or the namespace could not be entered",
+                        BAD_INPUT: "bad input: bad options, no command",
+                        STATE: "wrong state: no testbed is up, or its state file is corrupt",
+                        UNKNOWN_HOST: "unknown host: HOST is not one of the testbed's"},
+                       codes=(BAD_INPUT, INTERRUPTED),
+                       first="once CMD starts, CMD's own (mtcbed exec becomes CMD); before:"),
+}
 
 
 def _parser():
     p = argparse.ArgumentParser(prog="mtcbed", description=__doc__.split("\n\n")[0],
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", action="version", version=f"mtcbed (mtcio) {__version__}",
-                   help="print the version and exit")
+                                epilog=EPILOG + "\n" + EXIT_CODES[None], formatter_class=HelpFormatter)
+    add_version(p, "mtcbed")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="{up,down,status,exec}")
-    u = sub.add_parser("up", help="bring a testbed up",
-                       description="Start gfmd, one namespace + gfsd + gfarm2fs mount per host.")
+
+    def command(name, help_, description):
+        return sub.add_parser(name, help=help_, description=description, epilog=EXIT_CODES[name],
+                              formatter_class=HelpFormatter)
+    u = command("up", "bring a testbed up", "Start gfmd, one namespace + gfsd + gfarm2fs mount per host.")
     u.add_argument("--nodes", type=int, required=True, help=f"number of hosts, 1..{layout.MAX_NODES}")
     u.add_argument("--link-rate", metavar="RATE", help="shape each host's link, tc syntax (e.g. 1gbit, 100mbit)")
     u.add_argument("--link-delay", metavar="DELAY", help="one-way delay per link (e.g. 0.2ms); needs netem")
@@ -47,18 +62,19 @@ def _parser():
                         "of 16-64 KiB files and small-call writes then stall ~44 ms each)")
     u.add_argument("--sshd", action="store_true", help="run sshd on every host (port 22 on its address)")
     u.add_argument("--reuse", action="store_true", help="succeed if an identical healthy testbed is already up")
-    sub.add_parser("down", help="tear the testbed down (idempotent; cleans up after a crash too)")
-    s = sub.add_parser("status", help="describe the running testbed")
+    command("down", "tear the testbed down (idempotent; cleans up after a crash too)",
+            "Unmount every gfarm2fs, stop gfsd and gfmd, delete the namespaces, veths and bridge; a testbed "
+            "that is not up, or half up after a crash, is cleaned up too.")
+    s = command("status", "describe the running testbed",
+                "Print the running testbed's hosts, addresses, daemons' pids, mounts and problems found.")
     s.add_argument("--json", action="store_true", help="machine-readable output")
-    e = sub.add_parser("exec", help="run a command as the testbed user on a host",
-                       description="Run CMD as the testbed user in HOST's network and UTS namespaces, "
-                                   "with GFARM_CONFIG_FILE set and the current directory kept.")
+    e = command("exec", "run a command as the testbed user on a host",
+                "Run CMD as the testbed user in HOST's network and UTS namespaces, "
+                "with GFARM_CONFIG_FILE set and the current directory kept.")
     e.usage = "mtcbed exec [-h] HOST -- CMD..."
     e.add_argument("host", metavar="HOST", help="host name, mtc-nodeK (see mtcbed status)")
     e.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD...",
                    help="the command to run, with its arguments, after --")
-    for sp in (u, s, e, sub.choices["down"]):
-        sp.epilog = CODES
     return p
 
 

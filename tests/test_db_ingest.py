@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from mtcio.db import gfarm
 from mtcio.db import ingest as ing
 from mtcio.db import logformat as lf
 from mtcio.db import store
@@ -321,9 +322,14 @@ def test_gfarm_paths_and_locality_with_fake_gfwhere(tmp_path):
     assert ing.gfarm_path_of("/mnt/g/h/a", ["/mnt/g", "/mnt/g/h"]) == "/a"
     assert ing.gfarm_path_of("gfarm:///x/y", []) == "/x/y"
     assert ing.gfarm_path_of("gfarm://meta:601/x/y", []) == "/x/y"
-    assert ing.parse_gfwhere("/a:\nh1 h2\n\n/b:\nh3\n\n", ["/a", "/b"]) == {"/a": ["h1", "h2"], "/b": ["h3"]}
-    assert ing.parse_gfwhere("/a:\n\th1\n\n\n/b:\n\th3\n", ["/a", "/b"]) == {"/a": ["h1"], "/b": ["h3"]}
-    assert ing.parse_gfwhere("h2 h1\n", ["/a"]) == {"/a": ["h1", "h2"]}
+    assert gfarm.parse_gfwhere("/a:\nh1 h2\n\n/b:\nh3\n\n", ["/a", "/b"]) == {"/a": ["h1", "h2"], "/b": ["h3"]}
+    assert gfarm.parse_gfwhere("/a:\n\th1\n\n\n/b:\n\th3\n", ["/a", "/b"]) == {"/a": ["h1"], "/b": ["h3"]}
+    assert gfarm.parse_gfwhere("h2 h1\n", ["/a"]) == {"/a": ["h1", "h2"]}
+    # one parser for the ingest and the envelope harness: hosts once each, a lone path's header line skipped
+    assert gfarm.parse_gfwhere("/a:\nh1 h1 h2\n\n/b:\nh3\n", ["/a", "/b"]) == {"/a": ["h1", "h2"], "/b": ["h3"]}
+    assert gfarm.parse_gfwhere("/a:\nh2 h1\n", ["/a"]) == {"/a": ["h1", "h2"]}
+    assert gfarm.host_match("h1.example.org", ["h1"]) and gfarm.host_match("h1", ["h2", "h1.example.org"])
+    assert not gfarm.host_match("h1", ["h11", "h2"])
     table = tmp_path / "table"
     table.write_text("/a h1\n/b h2 h1\n")
     fake = tmp_path / "gfwhere"

@@ -169,7 +169,7 @@ def test_damaged_logs_warn_once_keep_prefix_and_strict_stores_nothing(good_logs,
     db = tmp_path / "x.db"
     r = mtcprof("ingest", str(d), "--db", str(db), "--gfwhere-cmd", "none", "--strict", text=True)
     assert r.returncode == 1 and "4 truncated or corrupt logs" in r.stderr and "nothing stored" in r.stderr
-    assert sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    assert os.listdir(tmp_path) == ["logs"]                  # no db: nothing was stored in it
     r = mtcprof("ingest", str(d), "--db", str(db), "--gfwhere-cmd", "none", text=True)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     warn = [w for w in r.stderr.splitlines() if "warning:" in w]
@@ -184,6 +184,32 @@ def test_damaged_logs_warn_once_keep_prefix_and_strict_stores_nothing(good_logs,
     assert len(pr) == len(good_logs)                  # damaged copies of a logged process are not stored twice
     assert pr["log_complete"].all()                   # the complete log replaced the damaged copy stored first
     assert len(s.warnings("R")) == 4
+
+
+def test_logs_that_are_not_logs_store_nothing_and_leave_no_db(good_logs, tmp_path):
+    """A folder of *.mtclog files none of which is a log: exit 2 (1 with --strict), and no db made; a db that was
+    there before is left as it was."""
+    d = tmp_path / "bad"
+    d.mkdir()
+    (d / "a.mtclog").write_bytes(b"hello\n")
+    (d / "b.mtclog").write_bytes(b"MTCPROF?" + bytes(range(256)) * 4)
+    (d / "c.mtclog").write_bytes(b"")
+    db = tmp_path / "x.db"
+    for strict, rc, last in (([], 2, f"mtcprof ingest: none of the 3 logs under {d} has a process record: nothing "
+                                     f"stored"),
+                             (["--strict"], 1, "mtcprof ingest: 3 truncated or corrupt logs (see warnings); "
+                                               "--strict: nothing stored")):
+        r = mtcprof("ingest", str(d), "--db", str(db), "--gfwhere-cmd", "none", "--no-progress", *strict, text=True)
+        lines = r.stderr.splitlines()
+        assert (r.returncode, len(lines), lines[-1]) == (rc, 4, last), r.stderr
+        assert sum("no process record, skipped" in w for w in lines) == 3
+        assert os.listdir(tmp_path) == ["bad"]
+    good = _folder(tmp_path, good_logs)
+    r = mtcprof("ingest", str(good), "--db", str(db), "--gfwhere-cmd", "none", "--run", "R", text=True)
+    assert r.returncode == 0, r.stderr
+    before = db.read_bytes()
+    r = mtcprof("ingest", str(d), "--db", str(db), "--gfwhere-cmd", "none", text=True)
+    assert r.returncode == 2 and db.read_bytes() == before
 
 
 # ---- what ingest opens --------------------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def _older(tmp_path, version: int, cols, insert: str) -> sqlite3.Connection:
     c.commit()
     c.close()
     conn = store.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 7
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 8
     return conn
 
 
@@ -211,3 +211,19 @@ def test_predictions_and_validations(tmp_path):
     conn.execute("DELETE FROM runs WHERE name = 'env'")   # cascades: prediction keeps, envelope_run_id NULL
     conn.commit()
     assert conn.execute("SELECT envelope_run_id FROM predictions").fetchone()[0] is None
+
+
+def test_migrate_from_v7_adds_capture_gaps(tmp_path):
+    """A version-7 db (no capture_gaps) gains the table, empty; its processes are kept."""
+    db = tmp_path / "v7.db"
+    store.connect(db).close()
+    c = sqlite3.connect(db)
+    c.execute("INSERT INTO processes (run_id, host_id, pid, start_ns, log_complete) VALUES (1, 1, 42, 7, 1)")
+    c.execute("DROP TABLE capture_gaps")
+    c.execute("PRAGMA user_version = 7")
+    c.commit()
+    c.close()
+    conn = store.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+    assert conn.execute("SELECT count(*) FROM capture_gaps").fetchone()[0] == 0
+    assert [r[0] for r in conn.execute("SELECT pid FROM processes")] == [42]

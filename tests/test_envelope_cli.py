@@ -44,7 +44,7 @@ def test_import_list_show(imported):
     out = cli("list", "--db", imported).stdout
     assert "imp" in out and "18" in out
     show = cli("show", "--db", imported, "--name", "imp").stdout
-    assert "T1L" in show and "1048576" in show
+    assert "T1L" in show and "1.0 MiB" in show and "1048576" not in show
 
 
 def test_import_malformed_is_a_clear_error_and_stores_nothing(tmp_path, imported):

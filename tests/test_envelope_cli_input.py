@@ -203,4 +203,4 @@ def test_show_of_a_single_repeat_has_no_nan(tmp_path, capsys):
     rc, out, err = run(capsys, "show", "--db", db, "--name", "bed")
     assert rc == 0, err
     head, row = out.splitlines()
-    assert row.split() == ["T1L", "1024", "1", "1", "1", "ops/s", "1", "0", "100", "-", "100", "100", "-", "-"], out
+    assert row.split() == ["T1L", "1.0", "KiB", "1", "1", "1", "ops/s", "1", "0", "100", "-", "100", "100", "-", "-"], out

@@ -9,7 +9,7 @@ import pytest
 
 from mtcio.envelope import engine as eng
 from mtcio.envelope.drivers import get_driver, parse_text
-from mtcio.envelope.measure import Sweep
+from mtcio.envelope.sweep import Sweep
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed "
                                 "(make setup installs it)")

@@ -106,6 +106,14 @@ def test_db_without_points_table(tmp_path):
     (["--bootstrap", "10001"], "--bootstrap: 10001 resamples; give 0 to 10,000 (each one predicts every stage again)"),
     (["--refine", ","], "--refine ',': no refinement named (for none of them: --refine none)"),
     (["--refine", "none,slots"], "--refine: 'none' stands alone (--refine none), not in a list"),
+    (["--refine=+later_share"], "--refine: refinement 'later_share' was removed (refuted on held-out data: pass V: "
+                                "the median better but three stages farther, which its rule did not allow)"),
+    (["--refine", "slots,measured_wait"], "--refine: refinement 'measured_wait' was removed (refuted on held-out "
+                                          "data: pass AK: median 11.6 -> 13.8 %, the 4-host fan-outs +50..+90 %)"),
+    (["--refine=+balance"], "--refine: refinement 'balance' was removed by the ablation "
+                            "(docs/experiments/ablation.md)"),
+    (["--refine", "slots,young_reads"], "--refine: refinement 'young_reads' was removed by the ablation "
+                                        "(docs/experiments/ablation.md)"),
     (["--files", "gfarm"], "--files says which traced files --validate counts: give it with --validate DB:RUN"),
     (["--calibrate", "--validate", "x.db:r", "--variant", "faithful"],
      "--calibrate corrects the refined variant: give --variant refined or all"),

@@ -1,6 +1,7 @@
 """The prediction formulas and the envelope surface, on envelopes whose values are chosen by hand."""
 import math
 import random
+import re
 
 import pytest
 
@@ -127,24 +128,22 @@ def write_stage(n=10, hosts=2, ppn=2, files=1):
                  metadata=Metadata(ops_per_task=files, creates_per_task=files))
 
 
-def test_refined_partial_round_by_hand():
+def test_refined_rounds_by_hand():
     surf = sqrt_envelope(hosts=None)
-    # 10 tasks on 4 slots: two full rounds at k = 4 (4 / 20 s per task) and one of 2 tasks at k = 2
+    # 10 tasks on 4 slots: ceil(10/4) = 3 rounds at k = 4 (4 / 20 s per task), the last one too
     p = predict_stage(write_stage(), surf, "refined", REFINEMENTS)
     assert (p.slots, p.rounds) == (4, 3)
-    assert p.write_s == pytest.approx(2 * 4 / 20 + 2 / (10 * math.sqrt(2)), rel=1e-9)
+    assert p.write_s == pytest.approx(3 * 4 / 20, rel=1e-9)
     assert p.meta_s == 0.0                       # the create is inside the write op
-    q = predict_stage(write_stage(), surf, "refined", set(REFINEMENTS) - {"partial_round"})
-    assert q.write_s == pytest.approx(3 * 4 / 20, rel=1e-9)
     # without slots: one task per node, 5 rounds at k = 2
     r = predict_stage(write_stage(), surf, "refined", set(REFINEMENTS) - {"slots"})
     assert (r.slots, r.rounds) == (2, 5) and r.write_s == pytest.approx(5 * 2 / (10 * math.sqrt(2)))
     # several files per task: 3 ops of 1 MiB each per task
     f = predict_stage(write_stage(files=3), surf, "refined", REFINEMENTS)
-    assert f.write_s == pytest.approx(3 * (2 * 4 / 20 + 2 / (10 * math.sqrt(2))), rel=1e-9)
-    # C > N: one round of N tasks
+    assert f.write_s == pytest.approx(3 * 3 * 4 / 20, rel=1e-9)
+    # S > N: one round, at the I/O concurrency k = S (as the paper's C > N)
     c = predict_stage(write_stage(n=1, hosts=2, ppn=2), surf, "refined", REFINEMENTS)
-    assert c.rounds == 1 and c.write_s == pytest.approx(1 / 10)
+    assert c.rounds == 1 and c.write_s == pytest.approx(4 / 20)
 
 
 def test_refined_io_overlap_and_metadata():
@@ -158,25 +157,6 @@ def test_refined_io_overlap_and_metadata():
     assert m.meta_s == pytest.approx(2 * 4 * 3 / 400) and m.bounds["meta"] == "metadata"
     faithful_meta = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"metadata"})
     assert faithful_meta.meta_s == pytest.approx(2 / 400)          # one create per round, as in (1)/(2)
-
-
-def test_redirected_writes_are_charged_as_their_create():
-    """`prog > out`: the shell's open creates the file, the data leaves at the program's exit (not a traced call),
-    so the trace times a create (Tm) and cheap writes, not a create-write-close op (TL)."""
-    surf = sqrt_envelope(hosts=None)
-    st = write_stage(n=8, files=2)                  # 2 rounds at k = 4, two 1 MiB files per task
-    st.write.redirected_fraction = 0.5
-    p = predict_stage(st, surf, "refined", REFINEMENTS)
-    assert p.write_s == pytest.approx(2 * 4 / 20, rel=1e-9) and p.meta_s == pytest.approx(2 * 4 / 400, rel=1e-9)
-    off = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"redirect"})
-    assert off.write_s == pytest.approx(2 * 2 * 4 / 20, rel=1e-9) and off.meta_s == 0.0
-    # a file the program opened itself but left for its exit to close is charged the same way, and the two add up
-    st.write.redirected_fraction, st.write.left_open_fraction = None, 0.5
-    same = predict_stage(st, surf, "refined", REFINEMENTS)
-    assert (same.write_s, same.meta_s) == (p.write_s, p.meta_s)
-    st.write.redirected_fraction = 0.5
-    both = predict_stage(st, surf, "refined", REFINEMENTS)
-    assert both.write_s == 0.0 and both.meta_s == pytest.approx(2 * 2 * 4 / 400, rel=1e-9)
 
 
 def test_repeats_average_as_the_time_per_op():
@@ -314,12 +294,20 @@ def test_the_interval_of_a_one_op_stage_spans_its_stall():
 
 def test_parse_refine():
     assert parse_refine("all") == set(REFINEMENTS) and parse_refine("none") == set()
-    default = set(REFINEMENTS) - {"later_share", "later_beyond", "served_overlap", "measured_wait",
-                                  "later_warm"}   # opt-in
+    default = set(REFINEMENTS)          # every refinement (the refuted opt-in ones are deleted)
     assert parse_refine(None) == parse_refine("default") == default
     assert parse_refine("-io_overlap,-metadata") == default - {"io_overlap", "metadata"}
-    assert parse_refine("-metadata,+later_share,+later_beyond,+served_overlap,+measured_wait,+later_warm") == \
-        set(REFINEMENTS) - {"metadata"}
+    for gone in ("later_share", "later_beyond", "served_overlap", "measured_wait", "later_warm"):
+        with pytest.raises(ValueError, match=f"--refine: refinement '{gone}' was removed"):
+            parse_refine(f"-metadata,+{gone}")
+        with pytest.raises(ValueError, match=f"refinement '{gone}' was removed"):
+            predict_stage(write_stage(), sqrt_envelope(), "refined", set(REFINEMENTS) | {gone})
+    for gone in ("partial_round", "balance", "redirect", "call_gap", "failed_lookups", "young_reads", "first_slots"):
+        said = re.escape(f"refinement '{gone}' was removed by the ablation (docs/experiments/ablation.md)")
+        with pytest.raises(ValueError, match=f"^--refine: {said}$"):
+            parse_refine(f"-metadata,+{gone}")
+        with pytest.raises(ValueError, match=f"^{said}$"):
+            predict_stage(write_stage(), sqrt_envelope(), "refined", set(REFINEMENTS) | {gone})
     assert parse_refine("-wait_ratio") == default - {"wait_ratio"}
     assert parse_refine("slots") == {"slots"}
     with pytest.raises(ValueError, match="unknown refinement 'slotz'"):
@@ -517,19 +505,6 @@ def test_steps_in_size_hold_the_smaller_sizes_op_rate():
         assert list(grid_values(surf, m, sizes, [1.0], 1)[0]) == pytest.approx([v(m, x) for x in sizes])
 
 
-def test_balance_counts_rounds_on_the_busiest_host():
-    surf = sqrt_envelope(hosts=None)
-    st = write_stage(n=8)                              # 2 hosts x 2 slots: 2 rounds at k = 4 when even
-    even = predict_stage(st, surf, "refined")
-    assert even.rounds == 2 and not any("busiest" in n for n in even.notes)
-    st.tasks_max_per_host = 6                          # 6 tasks on one host, 2 on the other
-    p = predict_stage(st, surf, "refined")
-    assert p.rounds == 3 and p.write_s == pytest.approx(3 * 4 / 20, rel=1e-9)
-    assert "the busiest host ran 6 of 8 tasks, 1.50x an even share" in " ".join(p.notes)
-    assert predict_stage(st, surf, "refined", set(REFINEMENTS) - {"balance"}).rounds == 2
-    assert apply(st, [("hosts", ("=", 4))]).tasks_max_per_host == 3     # 1.5 x 8/4
-
-
 def test_stats_are_charged_at_the_stat_rate_when_measured():
     st = write_stage(n=4)                              # one round at k = 4
     st.metadata = Metadata(ops_per_task=11, creates_per_task=1, opens_per_task=1, stats_per_task=8)
@@ -556,39 +531,6 @@ def test_warm_reads_of_the_runs_own_outputs():
     assert predict_stage(st, cold, "refined", set(REFINEMENTS) - {"warm_reads"}).read_s == pytest.approx(4 / 20)
     st.read.warm_fraction = 0.0                            # inputs that existed before the run: cold
     assert predict_stage(st, cold, "refined").read_s == pytest.approx(4 / 20, rel=1e-9)
-
-
-def test_young_reads_of_files_written_on_the_host_moments_before():
-    """Of 1 MiB read per task, a quarter from files written on the host < 1 s before (young), half from the run's
-    outputs (the young among them), the rest cold: at 8x, 4x and 1x the op rate. A young envelope that stops below
-    the stage's size leaves those reads at the warm rate; a young share is of local bytes (α = 0.5 doubles it)."""
-    st = Stage(name="r", tasks=4, hosts=2, procs_per_host=2,
-               read=Read(bytes_per_task=Dist(MiB, MiB, MiB), files_per_task=1, file_size=Dist(MiB, MiB, MiB),
-                         alpha=1.0, warm_fraction=0.5, young_fraction=0.25))
-    cold = sqrt_envelope(hosts=None)
-    warm = EnvelopeSurface().fit([dict(p, value=p["value"] * 4) for p in sqrt_points()])
-    warm.cold = False
-    young = EnvelopeSurface().fit([dict(p, value=p["value"] * 8) for p in sqrt_points() if p["metric"] in
-                                   ("T1L", "B1L")])
-    young.cold, young.young = False, True
-    cold.others = [young]                                  # no warm envelope: the young one is not taken for it
-    assert predict_stage(st, cold, "refined").read_s == pytest.approx(4 / 20 * (0.25 / 8 + 0.75), rel=1e-9)
-    cold.others = [warm, young]
-    p = predict_stage(st, cold, "refined")
-    assert p.read_s == pytest.approx(4 / 20 * (0.25 / 8 + 0.25 / 4 + 0.5), rel=1e-9)
-    assert "young reads: 25% of the local bytes from files written on the host < 1 s before, at the envelope of " \
-        "young reads" in p.notes
-    off = predict_stage(st, cold, "refined", set(REFINEMENTS) - {"young_reads"})
-    assert off.read_s == pytest.approx(4 / 20 * (0.5 / 4 + 0.5), rel=1e-9)
-    st.read.alpha = 0.5
-    assert predict_stage(st, cold, "refined").read_s == pytest.approx(
-        0.5 * 4 / 20 * (0.5 / 8 + 0.5) + 0.5 * 4 / 20 * (0.5 / 4 + 0.5), rel=1e-9)
-    st.read.alpha = 1.0
-    small = EnvelopeSurface().fit([dict(p, value=p["value"] * 8) for p in sqrt_points() if p["metric"] in
-                                   ("T1L", "B1L") and p["file_size"] < MiB])
-    small.cold, small.young = False, True
-    cold.others = [warm, small]
-    assert predict_stage(st, cold, "refined").read_s == pytest.approx(off.read_s, rel=1e-9)
 
 
 def test_an_envelope_without_a_terms_metric_is_passed_over():
@@ -626,9 +568,10 @@ def test_first_op_of_a_process_costs_more_than_its_next():
     assert predict_stage(st, one, "refined", set(REFINEMENTS) - {"first_op"}).read_s == pytest.approx(base)
 
 
-def test_later_share_prices_later_ops_from_the_many_file_envelopes_own_first_ops():
-    """later_share: a later op costs n/Tn x (1 - s)/(n - 1), s the many-file envelope's first ops' share of its op
-    time (first_op_share in its points' config); warm reads' later ops come from a warm many-file envelope."""
+def test_later_ops_cost_the_difference_of_the_two_envelopes_warm_or_cold():
+    """first_op prices a later op (n/Tn - 1/T1)/(n - 1) of the cold pair of envelopes, whatever the many-file
+    envelope's first ops' share of its op time (first_op_share in its points' config), and warm reads take the cold
+    pair's ratio of later to first ops."""
     def fitted(factor, share=None, cold=True, ops=1):
         cfg = '{"first_op_share": %s}' % share if share is not None else None
         s = EnvelopeSurface().fit([dict(p, value=p["value"] * factor, config=cfg) for p in sqrt_points()])
@@ -640,28 +583,22 @@ def test_later_share_prices_later_ops_from_the_many_file_envelopes_own_first_ops
                read=Read(bytes_per_task=Dist(10 * KiB, 10 * KiB, 10 * KiB), files_per_task=10,
                          file_size=Dist(KiB, KiB, KiB), alpha=1.0))
     base = 10 * 4 / 20                                     # every op a first one at 1/T(k)
-    on, off = set(REFINEMENTS), set(REFINEMENTS) - {"later_share", "later_warm"}
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (1 + 9 * 6.4 * 0.75 / 15) / 10,
-                                                                         rel=1e-9)
-    # off by default (opt-in): the difference of the two envelopes
+    off = set(REFINEMENTS)
+    # the difference of the two envelopes
     assert predict_stage(st, one, "refined").read_s == predict_stage(st, one, "refined", off).read_s == \
         pytest.approx(base * (1 + 9 * (6.4 - 1) / 15) / 10, rel=1e-9)
-    # warm reads: the first at the warm one-file envelope (1.25x), the later ones at the warm many-file one (4x,
-    # its first ops 20 % of its time); the cold ones as above
+    # half the bytes warm, beside warm envelopes of one file (1.25x) and of 16 files per process (4x, its first ops
+    # 20 % of its time): the first op at the warm one-file envelope
     st.read.warm_fraction = 0.5
     one.others = [many, fitted(1.25, cold=False), fitted(4.0, share=0.2, cold=False, ops=16)]
-    warm = (0.8 + 9 * 4 * 0.8 / 15) / 10
-    cold = (1 + 9 * 6.4 * 0.75 / 15) / 10
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (0.5 * warm + 0.5 * cold),
-                                                                         rel=1e-9)
-    # without it, warm reads take the cold envelopes' ratio of later to first ops
+    # warm reads take the cold envelopes' ratio of later to first ops
     assert predict_stage(st, one, "refined", off).read_s == pytest.approx(
         base * (0.5 * 0.8 + 0.5) * (1 + 9 * (6.4 - 1) / 15) / 10, rel=1e-9)
 
 
-def test_later_warm_prices_warm_later_ops_from_the_warm_envelopes_difference():
-    """later_warm (later_share off): a warm read's later op costs (n/Tn - 1/T1)/(n - 1) of the warm envelopes of
-    16 files and of one file per process; the cold reads as first_op alone prices them; opt-in."""
+def test_warm_later_ops_take_the_cold_pairs_ratio_beside_warm_many_file_envelopes():
+    """With warm envelopes of 16 files and of one file per process among the envelopes, a warm read's first op is
+    the warm one-file envelope's and its later ops take the cold pair's ratio of later to first ops."""
     def fitted(factor, cold=True, ops=1):
         s = EnvelopeSurface().fit([dict(p, value=p["value"] * factor) for p in sqrt_points()])
         s.cold, s.ops_per_proc = cold, ops
@@ -673,16 +610,12 @@ def test_later_warm_prices_warm_later_ops_from_the_warm_envelopes_difference():
                          file_size=Dist(KiB, KiB, KiB), alpha=1.0, warm_fraction=0.5))
     base = 10 * 4 / 20                                     # every op a first one at 1/T(k)
     cold = (1 + 9 * (6.4 - 1) / 15) / 10                   # in units of 1/T(k), as first_op prices them
-    warm = (0.8 + 9 * (16 / 4.0 - 0.8) / 15) / 10          # first 1/1.25, later from the warm pair
-    on = set(REFINEMENTS) - {"later_share"}
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (0.5 * warm + 0.5 * cold), rel=1e-9)
-    assert predict_stage(st, one, "refined").read_s == pytest.approx(        # default: the cold pair's ratio
+    assert predict_stage(st, one, "refined").read_s == pytest.approx(        # the cold pair's ratio
         base * (0.5 * 0.8 + 0.5) * cold, rel=1e-9)
 
 
-def test_later_beyond_saves_a_later_large_op_the_seconds_saved_at_the_many_file_envelopes_largest_size():
-    """A first op's premium is a latency: beyond the many-file envelope's sizes a later op costs 1/T1(x) less what a
-    later op saved at its largest size; without later_beyond (the default) every such op is a first one."""
+def test_a_later_op_beyond_the_many_file_envelopes_sizes_costs_a_first_ones():
+    """Beyond the many-file envelope's sizes first_op has no later-op cost: every such op is a first one."""
     def pts(per_size):
         return [p for ppn in (1, 2) for h in (1, 2) for t, b in (("T1L", "B1L"), ("T1R", "B1R"))
                 for m, unit in ((t, 1), (b, None))
@@ -697,47 +630,6 @@ def test_later_beyond_saves_a_later_large_op_the_seconds_saved_at_the_many_file_
                          file_size=Dist(MiB, MiB, MiB), alpha=1.0))
     base = predict_stage(st, one, "refined").read_s            # every 1 MiB op a first one
     assert base == pytest.approx(10 * 4 / (2.5 * 2), rel=1e-9)
-    # in units of 1/T1(1 KiB): at 1 KiB a later op costs (16/2.5 - 1)/15 = 0.36, 0.64 less than a first; at 1 MiB
-    # a first costs 4, a later one 4 - 0.64
-    on = set(REFINEMENTS)
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(base * (4 + 9 * (4 - 0.64)) / 10 / 4,
-                                                                         rel=1e-9)
-    st.read.file_size = Dist(KiB, KiB, KiB)                     # within the many-file sizes: as first_op alone
-    st.read.bytes_per_task = Dist(10 * KiB, 10 * KiB, 10 * KiB)
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(
-        predict_stage(st, one, "refined").read_s, rel=1e-9)
-
-
-def test_first_slots_charges_a_process_first_op_at_the_slots_latency():
-    """A process's first op costs the one-file envelope's op with all S slots starting (testbed, pass AB: a fan-out
-    task's first open 14-26 ms on 4 hosts x 2 slots, 0.4-2.6 ms in a task alone): the excess over an op at the I/O
-    concurrency k, at the smallest size, S/T(1 KiB, S) - k/T(1 KiB, k), once per task; none where S <= k."""
-    def pts(per_size):
-        return [p for ppn in (1, 2) for h in (1, 2) for t, b in (("T1L", "B1L"), ("T1R", "B1R"))
-                for m, unit in ((t, 1), (b, None))
-                for p in _pts(m, {x: v * math.sqrt(h * ppn) * (unit or x) for x, v in per_size.items()}, h, ppn)]
-    one = EnvelopeSurface().fit(pts({KiB: 10.0, MiB: 2.5}))     # an op at k takes sqrt(k)/v s
-    one.ops_per_proc = 1
-    st = Stage(name="r", tasks=8, hosts=2, procs_per_host=2, io_concurrency=1.0,
-               read=Read(bytes_per_task=Dist(MiB, MiB, MiB), files_per_task=1, file_size=Dist(MiB, MiB, MiB),
-                         alpha=1.0))
-    off = set(DEFAULT) - {"first_slots"}
-    base = predict_stage(st, one, "refined", off)
-    assert base.read_s == pytest.approx(2 * 1 / 2.5, rel=1e-9)          # 2 rounds of one 1 MiB op at k = 1
-    on = set(DEFAULT)
-    p = predict_stage(st, one, "refined", on)
-    assert p.read_s == pytest.approx(base.read_s + 2 * (math.sqrt(4) / 10 - 1 / 10), rel=1e-9)
-    assert p.write_s == base.write_s and p.meta_s == base.meta_s
-    st.tasks = 6                                                         # a round of 4, then one of 2 (S = 2)
-    assert predict_stage(st, one, "refined", on).read_s == pytest.approx(
-        2 / 2.5 + (math.sqrt(4) - 1) / 10 + (math.sqrt(2) - 1) / 10, rel=1e-9)
-    st.tasks, st.concurrency = 8, 2                   # the trace never ran more than 2 at once: S taken as 2
-    capped = predict_stage(st, one, "refined", on)
-    assert capped.read_s == pytest.approx(base.read_s + 2 * (math.sqrt(2) - 1) / 10, rel=1e-9)
-    assert any(n.startswith("a process's first op with 2 processes starting at once") for n in capped.notes)
-    assert apply(st, [("hosts", ("=", 4))]).concurrency == 4            # twice the slots: twice as many at once
-    st.io_concurrency = 4.0                                              # every slot in I/O at once: no excess
-    assert predict_stage(st, one, "refined", on).read_s == predict_stage(st, one, "refined", off).read_s
 
 
 def test_alpha_files_splits_the_ops_by_the_files_read_locally():
@@ -778,54 +670,51 @@ def test_stat_cache_leaves_the_cached_stats_uncharged():
     assert no_ts.meta_s == pytest.approx(4 * 4 / 400, rel=1e-9)
 
 
-def test_failed_lookups_are_charged_as_stats():
-    """A name looked up and not found (cfitsio stats its output before creating it: 4 per task on the testbed,
-    ~0.19 ms each) is a request to gfmd: 3 per task at Ts, at Tm without a stat rate, nothing when turned off."""
+def test_failed_lookups_are_not_charged():
+    """A name looked up and not found (failed_per_task) is not charged since the ablation removed failed_lookups
+    (docs/experiments/ablation.md): 3 per task cost nothing, at Ts or at Tm, and no note says them."""
     st = write_stage(n=4)
     st.metadata = Metadata(ops_per_task=1, creates_per_task=1, opens_per_task=1, failed_per_task=3)
-    surf = stat_envelope()
-    p = predict_stage(st, surf, "refined")
-    assert p.meta_s == pytest.approx(4 * 3 / 4000, rel=1e-9)
-    assert "failed lookups: 3 per task (names not found), each a metadata request" in p.notes
-    off = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"failed_lookups"})
-    assert off.meta_s == 0.0 and not any("failed" in n for n in off.notes)
-    assert off.write_s == p.write_s
+    p = predict_stage(st, stat_envelope(), "refined")
+    assert p.meta_s == 0.0 and not any("failed" in n for n in p.notes)
+    assert p.write_s == predict_stage(write_stage(n=4), stat_envelope(), "refined").write_s
     no_ts = predict_stage(st, sqrt_envelope(hosts=None), "refined")
-    assert no_ts.meta_s == pytest.approx(4 * 3 / 400, rel=1e-9)
+    assert no_ts.meta_s == 0.0
 
 
 def test_seeks_to_the_end_are_charged_as_stats():
     """A seek to a file's end asks gfarm2fs for its size (cfitsio's, after each re-open: 0.5-0.8 ms each on the
-    testbed): 2 per task at Ts beside 1 failed lookup, at Tm without a stat rate, nothing when turned off."""
+    testbed): 2 per task at Ts beside 1 failed lookup (not charged), at Tm without a stat rate, nothing when
+    turned off."""
     st = write_stage(n=4)
     st.metadata = Metadata(ops_per_task=1, creates_per_task=1, opens_per_task=1, failed_per_task=1,
                            seeks_end_per_task=2)
     surf = stat_envelope()
     p = predict_stage(st, surf, "refined")
-    assert p.meta_s == pytest.approx(4 * 3 / 4000, rel=1e-9)
+    assert p.meta_s == pytest.approx(4 * 2 / 4000, rel=1e-9)
     assert "seeks to the end: 2 per task (the size asked of the file system), each a metadata request" in p.notes
     off = predict_stage(st, surf, "refined", set(REFINEMENTS) - {"seeks_end"})
-    assert off.meta_s == pytest.approx(4 * 1 / 4000, rel=1e-9) and not any("seeks" in n for n in off.notes)
+    assert off.meta_s == 0.0 and not any("seeks" in n for n in off.notes)
     assert off.write_s == p.write_s
     no_ts = predict_stage(st, sqrt_envelope(hosts=None), "refined")
-    assert no_ts.meta_s == pytest.approx(4 * 3 / 400, rel=1e-9)
+    assert no_ts.meta_s == pytest.approx(4 * 2 / 400, rel=1e-9)
 
 
 def test_seeks_to_the_end_are_charged_at_the_fstat_rate_when_measured():
     """With Tf (an fstat of a file re-opened after a read, as glibc's fseek to the end asks gfarm2fs) in the
-    envelope, seeks to the end are charged at it, the failed lookup still at Ts, or at Tm without Ts."""
+    envelope, seeks to the end are charged at it (the failed lookup not at all), needing no stat rate."""
     st = write_stage(n=4)
     st.metadata = Metadata(ops_per_task=1, creates_per_task=1, opens_per_task=1, failed_per_task=1,
                            seeks_end_per_task=2)
     tf = [p for ppn in (1, 2) for h in (1, 2) for p in _pts("Tf", {0: 500.0 * h * ppn}, h, ppn)]
     p = predict_stage(st, EnvelopeSurface().fit(sqrt_points() + tf + [
         p for ppn in (1, 2) for h in (1, 2) for p in _pts("Ts", {0: 1000.0 * h * ppn}, h, ppn)]), "refined")
-    assert p.meta_s == pytest.approx(4 * (1 / 4000 + 2 / 2000), rel=1e-9)
+    assert p.meta_s == pytest.approx(4 * 2 / 2000, rel=1e-9)
     assert "seeks to the end: 2 per task (the size asked of the file system), each a metadata request at Tf" \
         in p.notes
     no_ts = predict_stage(st, EnvelopeSurface().fit(sqrt_points() + tf), "refined")
-    assert no_ts.meta_s == pytest.approx(4 * (1 / 400 + 2 / 2000), rel=1e-9)
-    assert "the envelope has no stat rate (Ts): stats charged as creates (Tm)" in no_ts.notes
+    assert no_ts.meta_s == pytest.approx(4 * 2 / 2000, rel=1e-9)
+    assert not any("no stat rate" in n for n in no_ts.notes)
 
 
 def test_a_file_written_twice_weighs_twice():
@@ -848,30 +737,25 @@ def _clocked(pts, share):
     return [{**p, "config": json.dumps({"op_s": 2.0, "op_wait_s": 2.0 * share})} for p in pts]
 
 
-def test_served_overlap_looks_the_envelope_up_at_the_overlap_less_the_cpu_wait():
+def test_the_envelope_is_read_at_the_traced_overlap_and_wait_ratio_charges_the_wait():
     """4 slots whose I/O overlapped 4 deep, 2 deep without the half of it spent waiting for a CPU: the envelope
-    is read at k = 2 and wait_ratio charges the wait (x 0.8 / 0.5); opt-in, and only beside wait_ratio."""
+    is read at the overlap as traced, k = 4, and wait_ratio charges the wait (x 0.8 / 0.5)."""
     surf = EnvelopeSurface().fit(_clocked(sqrt_points(), 0.2))
     st = write_stage(n=4)
     st.io_concurrency, st.io_concurrency_served, st.io_cpu_wait = 4.0, 2.0, 0.5
-    on = predict_stage(st, surf, "refined", REFINEMENTS)
-    assert on.k == 2.0
-    assert on.write_s == pytest.approx(2 / (10 * math.sqrt(2)) * 0.8 / 0.5)
-    assert "I/O concurrency 2 from the trace's overlap of I/O intervals less their CPU wait (4 slots)" in on.notes
-    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)   # off by default
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)
     assert predict_stage(st, surf, "refined", set(REFINEMENTS) - {"wait_ratio"}).write_s == pytest.approx(4 / 20)
-    st.io_concurrency_served = None                       # a model without clocks: the overlap as traced
+    st.io_concurrency_served = None                       # a model without clocks: the same
     assert predict_stage(st, surf, "refined", REFINEMENTS).k == 4.0
 
 
-def test_measured_wait_charges_the_wait_the_shim_timed_around_the_calls():
-    """A run whose calls waited 0.5 of their time for a CPU by the estimate and 0.2 as the shim timed them: with
-    measured_wait each time per op x 0.8 / 0.8 (the envelope's 0.2 in place of the run's), else x 0.8 / 0.5."""
+def test_wait_ratio_takes_the_estimated_wait_not_the_one_the_shim_timed():
+    """A run whose calls waited 0.5 of their time for a CPU by the estimate and 0.2 as the shim timed them: each
+    time per op x 0.8 / 0.5, whether the trace timed the calls or not."""
     surf = EnvelopeSurface().fit(_clocked(sqrt_points(), 0.2))
     st = write_stage(n=4)
     st.io_cpu_wait, st.io_cpu_wait_measured = 0.5, 0.2
-    assert predict_stage(st, surf, "refined", REFINEMENTS).write_s == pytest.approx(4 / 20)
-    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)   # off by default
+    assert predict_stage(st, surf, "refined").write_s == pytest.approx(4 / 20 * 0.8 / 0.5)
     st.io_cpu_wait_measured = None                         # a trace without it: the estimate
     assert predict_stage(st, surf, "refined", REFINEMENTS).write_s == pytest.approx(4 / 20 * 0.8 / 0.5)
 

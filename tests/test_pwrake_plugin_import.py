@@ -21,7 +21,7 @@ def test_import_profile_rows_and_reimport(tmp_path):
     r2 = imp(FIX, "--db", db, "--run", "pw")                      # again: replaced, not added
     assert r2.returncode == 0 and r2.stderr == r.stderr
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
     assert con.execute("SELECT COUNT(*) FROM pwrake_tasks").fetchone()[0] == 26
     row = con.execute("SELECT exec_host, preq_loc, preq_local, preq_remote, n_commands, status, preq "
                       "FROM pwrake_tasks WHERE name = 'all.sum'").fetchone()

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -20,18 +21,15 @@ BIN = os.path.dirname(sys.executable)
 SIZES = (4, 9, 16)
 
 
-@pytest.fixture(scope="module")
-def traced(bed_manager, tmp_path_factory):
-    """One db with a traced run of each size (runs t4, t9, t16) and the prepared folders."""
-    testbed = bed_manager.ensure()
-    base = tmp_path_factory.mktemp("scale")
-    db = str(base / "m.db")
+def _trace_sizes(testbed, base, db):
+    """Run t{k} of each size into `db`; the prepared folders by size."""
     bed = mrun.Bed(testbed.hosts, {h: testbed.mount(h) for h in testbed.hosts}, testbed.user)
     hosts = testbed.hosts[:2]
     srcs = {}
     for k in SIZES:
         srcs[k] = str(base / f"src{k}")
-        prepare.prepare(srcs[k], "tiny", tiles=k)
+        if not os.path.isdir(srcs[k]):
+            prepare.prepare(srcs[k], "tiny", tiles=k)
         top = f"/scale-{os.getpid()}-{k}"
         mrun.stage_inputs(bed, top, srcs[k], hosts)
         logs = mrun.make_logdir(bed)
@@ -41,6 +39,25 @@ def traced(bed_manager, tmp_path_factory):
             shutil.rmtree(logs, ignore_errors=True)
             testbed.exec(hosts[0], ["rm", "-rf", testbed.mount(hosts[0]) + top], check=False)
         assert f"mtcprof: run t{k} stored in {db}" in res.stderr, res.stderr
+    return srcs
+
+
+@pytest.fixture(scope="module")
+def traced(bed_manager, tmp_path_factory):
+    """One db with a traced run of each size (runs t4, t9, t16) and the prepared folders.  A workflow that fails
+    on the testbed (a shared, loaded machine) is traced once more into a new db, and the failure is said as a
+    warning; a second failure fails the tests."""
+    testbed = bed_manager.ensure()
+    base = tmp_path_factory.mktemp("scale")
+    for attempt in (1, 2):
+        db = str(base / f"m{attempt}.db")
+        try:
+            srcs = _trace_sizes(testbed, base, db)
+            break
+        except mrun.RunError as e:
+            if attempt == 2:
+                raise
+            warnings.warn(f"test_scaling_testbed: tracing again after a failed run: {e}")
     return {"db": db, "src": srcs, "base": base}
 
 

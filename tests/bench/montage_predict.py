@@ -46,7 +46,7 @@ from mtcio.envelope.points import parse_size  # noqa: E402
 BIN = os.path.dirname(sys.executable)
 SIZES = "1k,4k,12k,16k,48k,64k,96k,128k,256k,512k,1m,4m,16m"
 # each sweep waits up to 2 minutes for a quiet machine: a copy and sync beside an envelope halved its small ops'
-# rates (RESULTS.md, pass AL)
+# rates (docs/experiments/montage-passes.md, pass AL)
 SWEEP = ["--procs", "1,2", "--precision", "0", "--quiet", "--wait-quiet", "120"]
 # --probe: a fixed quick sweep of every host at once, one process each, 64 KiB files in 8 KiB calls: the
 # testbed's speed at that minute (~4 s)
@@ -278,7 +278,7 @@ def predict_all(a, work, db, runs, w, h, measured_envs=None):
     if state:
         print("envelope state, 1 host x 1 process, ops/s (one file per process; 16): " + ", ".join(state) +
               " (a lone process's one op: 2.2-2.7x slower on some passes than others while the runs moved ~13 %: "
-              "montage_example/RESULTS.md, pass Z)", flush=True)
+              "docs/experiments/montage-passes.md, pass Z)", flush=True)
     slower = probe_factors(db, runs)
     if slower:
         print("testbed slower before each run than at the envelopes (--probe): " + ", ".join(
@@ -499,7 +499,7 @@ def main():
                          "KiB: 128-210 ops/s in 8 of 10 repeats, 21-64 in 6 of 6 95 s later): bracketing samples the "
                          "minutes the runs saw. Bracketing the small files' envelopes too was worse on a held-out "
                          "pass (refined median 17.1 %% against 15.0 %% from their halves before the runs: "
-                         "montage_example/RESULTS.md)")
+                         "docs/experiments/montage-passes.md)")
     ap.add_argument("--interleave", action="store_true",
                     help="measure an envelope's --sweep-repeat repeats as that many appended sweeps of one repeat "
                          "(a point's repeats minutes apart) instead of back to back (seconds apart); ~10 %% slower, "
@@ -517,21 +517,21 @@ def main():
     ap.add_argument("--no-warm", dest="warm", action="store_false",
                     help="no envelopes of warm reads (--drop-caches off; the refined model's warm_reads uses them for "
                          "the bytes a stage reads of files the run wrote; unless --no-many-files, also one of 16 files "
-                         "per process, for later_share)")
+                         "per process, which no refinement uses since later_share was deleted)")
     ap.add_argument("--young", action="store_true",
                     help="also an envelope of young reads (mtcenvelope --young, sizes <= 256 KiB: local reads right "
                          "after their write run; the refined model's young_reads uses it for the bytes a stage reads "
                          "of files its host wrote < 1 s before). Off by default: a read's cost follows how long the "
-                         "host's I/O path idled before it, not the file's age (montage_example/RESULTS.md)")
+                         "host's I/O path idled before it, not the file's age (docs/experiments/montage-passes.md)")
     ap.add_argument("--no-many-files", dest="many_files", action="store_false",
                     help="no envelopes of 16 files per process (sizes up to --many-max, cold, and warm unless "
-                         "--no-warm; the refined model's first_op and later_share use them for stages whose processes "
+                         "--no-warm; the refined model's first_op uses the cold one for stages whose processes "
                          "open several files in turn)")
     ap.add_argument("--many-max", type=parse_size, default=256 << 10, metavar="SIZE",
                     help="the largest of --sizes the envelopes of 16 files per process measure (default 256k; "
                          "Montage's projected images are ~520 KiB, written as a process's later ops, but 1m held "
                          "out on pass W gave 10.6 %% against 11.3 %% with mDiff and mBackground 24-27 points "
-                         "farther, and on pass AA 23.0 %% against 20.4 %%: montage_example/RESULTS.md)")
+                         "farther, and on pass AA 23.0 %% against 20.4 %%: docs/experiments/montage-passes.md)")
     ap.add_argument("--writes-ab", type=int, metavar="MS",
                     help="also measure every envelope's TL/BL with writers computing MS ms first (mtcenvelope "
                          "--write-compute-ms), round by round with it, and predict every run a second time with "
@@ -552,7 +552,7 @@ def main():
                          "round by round with it, and predict every run again from those in place of the idle "
                          "ones (default 0: none). On one held-out pass they predicted every stage 27-55 %% too "
                          "fast (refined median 38.5 %% against 14.5 %%): Montage keeps the CPUs ~53 %% busy, "
-                         "but with its own processes, idle while they wait on I/O (montage_example/RESULTS.md)")
+                         "but with its own processes, idle while they wait on I/O (docs/experiments/montage-passes.md)")
     ap.add_argument("--poll-idle", action=argparse.BooleanOptionalAction, default=True,
                     help="keep the machine's idle CPUs polling through the whole benchmark, envelopes and runs alike "
                          "(PM QoS latency 0 held on /dev/cpu_dma_latency; default on, --no-poll-idle: off): a VM's "
@@ -560,19 +560,20 @@ def main():
                          "Two passes back to back on the tcp_nodelay testbed (2026-11-27) with and without it: "
                          "refined median 17.8 %% against 20.8 %%, whole-workflow I/O 2.7 %% against 21.3 %%; the "
                          "runs' traced I/O 1.29-1.64x faster with it (median 1.41), the 8 KiB envelope's points of one "
-                         "process 1.42x, of eight 1.03x (montage_example/RESULTS.md)")
+                         "process 1.42x, of eight 1.03x (docs/experiments/montage-passes.md)")
     ap.add_argument("--probe", action=argparse.BooleanOptionalAction, default=True,
                     help="a quick fixed sweep (probe-NAME: Tm, T1L and TL of 64 KiB files, one process on every "
                          "host, 5 repeats) before the envelopes, after them, before every run and after the runs: "
                          "how much slower the testbed was before each run than at the envelopes is printed "
                          "(default on). A record only: the refined times scaled by it scored worse on pass X, 18.3 "
-                         "%% against 16.0 %% (montage_example/RESULTS.md)")
+                         "%% against 16.0 %% (docs/experiments/montage-passes.md)")
     ap.add_argument("--trace-ops", action="store_true",
                     help="trace every I/O call of the runs (MTCPROF_TRACE=ops): each stage's I/O concurrency can then "
                          "be read from the calls themselves")
     ap.add_argument("--cpu-wait", action="store_true",
                     help="time each traced call's wait for a CPU in the runs (MTCPROF_CPU_WAIT=1): the models then "
-                         "have io_cpu_wait_measured beside the estimate (refinement measured_wait)")
+                         "have io_cpu_wait_measured beside the estimate (a diagnostic: refinement measured_wait "
+                         "is deleted)")
     ap.add_argument("--envelope", help="envelope runs to predict with, comma-separated (env-BLOCK,..)")
     ap.add_argument("--keep", metavar="DIR", help="keep the db and workflow models in DIR")
     ap.add_argument("--predict-only", metavar="DIR",

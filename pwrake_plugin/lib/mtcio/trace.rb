@@ -15,6 +15,11 @@
 #                             (e.g. "mtcbed exec mtc-node1 --"; default: the placement launcher, or none)
 #   MTCPROF_VERBOSE=1         say where each task is placed and why
 #   MTCPROF_INCLUDE, MTCPROF_EXCLUDE, MTCPROF_TRACE   passed on to the shim
+#   MTCPROF_CAPTURE=darshan   run each command under Darshan instead of the shim (for sites that keep Darshan):
+#                             MTCPROF_DARSHAN_LIB names the libdarshan.so to preload; each command gets its own
+#                             log folder (DARSHAN_LOGPATH) holding mtcprof-task.env (task, stage, run, host:
+#                             Darshan records no environment); MTCPROF_TRACE=ops turns DXT on; the run is
+#                             ingested with `mtcprof ingest --from darshan`
 
 require "shellwords"
 
@@ -58,16 +63,38 @@ module MtcIO
         if !env_on?("MTCPROF_PLUGIN")
           warn_once("plugin disabled by MTCPROF_PLUGIN=#{ENV['MTCPROF_PLUGIN']}; the workflow runs untraced")
           false
+        elsif capture.nil?
+          warn_once("MTCPROF_CAPTURE=#{ENV['MTCPROF_CAPTURE']} is neither shim nor darshan; the workflow runs untraced")
+          false
+        elsif darshan? && ENV["MTCPROF_DARSHAN_LIB"].to_s.empty?
+          warn_once("MTCPROF_CAPTURE=darshan needs MTCPROF_DARSHAN_LIB (the libdarshan.so to preload); " \
+                    "the workflow runs untraced")
+          false
         elsif !File.file?(lib)
-          warn_once("shim not found: #{lib} (set MTCPROF_LIB or run `make -C preload`); the workflow runs untraced")
+          warn_once(if darshan?
+                      "Darshan library not found: #{lib} (MTCPROF_DARSHAN_LIB); the workflow runs untraced"
+                    else
+                      "shim not found: #{lib} (set MTCPROF_LIB or run `make -C preload`); the workflow runs untraced"
+                    end)
           false
         else
           setup_dir
         end
     end
 
+    # :shim (default) or :darshan (MTCPROF_CAPTURE=darshan); nil for any other word.
+    def capture
+      v = ENV["MTCPROF_CAPTURE"].to_s.strip.downcase
+      v.empty? || v == "shim" || v == "mtcprof" ? :shim : (v == "darshan" ? :darshan : nil)
+    end
+
+    def darshan?
+      capture == :darshan
+    end
+
     def lib
-      @lib ||= File.expand_path(ENV["MTCPROF_LIB"].to_s.empty? ? default_lib : ENV["MTCPROF_LIB"])
+      @lib ||= File.expand_path(darshan? ? ENV["MTCPROF_DARSHAN_LIB"].to_s :
+                                (ENV["MTCPROF_LIB"].to_s.empty? ? default_lib : ENV["MTCPROF_LIB"]))
     end
 
     def run
@@ -89,6 +116,10 @@ module MtcIO
         ::FileUtils.mkdir_p(log_dir)
         File.chmod(0o1777, log_dir)
       end
+      if darshan? && !File.directory?(darshan_dir)
+        Dir.mkdir(darshan_dir)
+        File.chmod(0o1777, darshan_dir)        # each command makes its own folder in it, as the task's user
+      end
       at_exit { MtcIO::Trace.finish }
       true
     rescue SystemCallError => e
@@ -107,8 +138,42 @@ module MtcIO
       end
     end
 
+    def darshan_dir
+      File.join(log_dir, "darshan")
+    end
+
+    # One folder per command under darshan_dir: the task's name made safe for a path, a digest of the exact name,
+    # and a number counting the run's commands (a task's several `sh` calls, its retries).
+    def command_dir(task)
+      @seq_lock ||= Mutex.new
+      n = @seq_lock.synchronize { @seq = (@seq || 0) + 1 }
+      require "digest"
+      safe = task.to_s.gsub(/[^A-Za-z0-9._-]/, "_")[0, 48]
+      File.join(darshan_dir, "#{safe}-#{Digest::SHA256.hexdigest(task.to_s)[0, 12]}", "c#{n}")
+    end
+
+    # `cmd` run under Darshan: Darshan writes each process's log under DARSHAN_LOGPATH/<year>/<month>/<day>/ and
+    # makes no folder itself, so today's and tomorrow's (a command running past midnight) are made first; the
+    # task's identity goes into mtcprof-task.env beside them (NUL-separated, the host as the task's machine names
+    # itself), since a Darshan log keeps no environment.
+    def wrap_darshan(cmd, task, stage, mounts)
+      d = command_dir(task)
+      now = Time.now
+      days = [now, now + 86_400].map { |t| sq(File.join(d, t.strftime("%Y/%-m/%-d"))) }.uniq
+      fields = [["MTCPROF_TASK", task], ["MTCPROF_STAGE", stage], ["MTCPROF_RUN", run]]
+      if mounts && !mounts.empty? && mounts.none? { |m| m.include?(":") }
+        fields << ["MTCPROF_GFARM_MOUNTS", mounts.join(":")]
+      end
+      fmt = fields.map { |k, _| "#{k}=%s\\0" }.join + "MTCPROF_HOST=%s\\0"
+      env = +"LD_PRELOAD=#{sq(lib)}${LD_PRELOAD:+:$LD_PRELOAD} DARSHAN_ENABLE_NONMPI=1 DARSHAN_LOGPATH=#{sq(d)}"
+      env << " DXT_ENABLE_IO_TRACE=1" if ENV["MTCPROF_TRACE"].to_s.split(/[,\s]+/).include?("ops")
+      "mkdir -p #{days.join(' ')} && printf #{sq(fmt)} #{fields.map { |_, v| sq(v) }.join(' ')} \"$(uname -n)\" " \
+        "> #{sq(File.join(d, 'mtcprof-task.env'))}; #{env} exec /bin/sh -c #{sq(cmd)}"
+    end
+
     # The shell command that runs `cmd` (a /bin/sh command line) traced as `task` of `stage`.
     def wrap(cmd, task, stage, mounts: gfarm_mounts)
+      return wrap_darshan(cmd, task, stage, mounts) if darshan?
       env = +"LD_PRELOAD=#{sq(lib)}${LD_PRELOAD:+:$LD_PRELOAD} MTCPROF_DIR=#{sq(log_dir)} " \
              "MTCPROF_RUN=#{sq(run)} MTCPROF_TASK=#{sq(task)} MTCPROF_STAGE=#{sq(stage)}"
       env << " MTCPROF_GFARM_MOUNTS=#{sq(mounts.join(':'))}" if mounts && mounts.none? { |m| m.include?(":") }
@@ -198,9 +263,11 @@ module MtcIO
       return if @finished
       @finished = true
       return unless env_on?("MTCPROF_INGEST")
-      return $stderr.puts("mtcprof: no task was traced (#{log_dir} holds no log)") if Dir.glob(File.join(log_dir, "**", "*.mtclog")).empty?
+      pattern = darshan? ? "*.darshan" : "*.mtclog"
+      return $stderr.puts("mtcprof: no task was traced (#{log_dir} holds no log)") if Dir.glob(File.join(log_dir, "**", pattern)).empty?
       require "shellwords"
       argv = mtcprof_cmd + ["ingest", log_dir, "--db", db_path, "--run", run]
+      argv += ["--from", "darshan"] if darshan?
       argv += ["--gfwhere-cmd", Shellwords.join(gfwhere_cmd)] if gfwhere_cmd
       ok = begin
         system(*argv)
