@@ -12,6 +12,7 @@ import shlex
 import sqlite3
 from collections import defaultdict
 
+from mtcio.db.gfarm import host_match
 from mtcio.db.store import db_text, text_of
 
 I64_MAX = (1 << 63) - 1

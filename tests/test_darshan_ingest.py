@@ -18,6 +18,7 @@ import pytest
 
 from mtcio.db import darshan_log
 from mtcio.db import ingest as ing
+from mtcio.db import ingest_writer
 from mtcio.db.api import Store
 
 MTCPROF = [sys.executable, "-c", "import sys; from mtcio.cli import mtcprof; sys.exit(mtcprof())"]
@@ -279,7 +280,7 @@ def test_small_batches_store_the_same_gaps_and_count_each_log_once(examples, tmp
     first = sorted(examples["logs"].values())[0]
     (logs / "again").mkdir()
     shutil.copy(first, logs / "again" / os.path.basename(first))
-    monkeypatch.setattr(ing, "BATCH", 2)
+    monkeypatch.setattr(ingest_writer, "BATCH", 2)
     db = tmp_path / "small.db"
     res = ing.ingest(str(db), str(logs), run="ex", gfwhere_cmd=None, warn=lambda m: None, source="darshan")
     n = len(examples["logs"])
