@@ -13,6 +13,7 @@ exec chains and fork trees linked by (host, pid)), resolves the replica hosts of
 """
 from __future__ import annotations
 
+import gc
 import os
 import shlex
 import sys
@@ -29,6 +30,9 @@ from mtcio.db.ingest_writer import RunWriter, fill_sizes
 from mtcio.db.store import db_text, readable
 
 CACHE_KIB = -65536         # SQLite page cache while ingesting (negative: KiB)
+# The cyclic garbage collector is off while logs are read: each log's rows are many new tuples, and its automatic
+# passes over them were a tenth of the time; the rows hold no cycles, a pass every GC_EVERY logs collects the rest.
+GC_EVERY = 50_000
 
 
 class IngestError(RuntimeError):
@@ -159,12 +163,17 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
     created = not os.path.exists(db)
     conn = store.connect(db)
     ahead = prefetch.Prefetch(max_log_bytes) if read_ahead else None
+    gc_on = gc.isenabled()
+    gc.disable()
     try:
         default_run = run or os.path.basename(os.path.normpath(os.path.abspath(logdir))) or "run"
         pending = paths
         labels: dict = {}          # path -> run name, learnt when a log was read for another run
         bar = Progress(len(paths), "ingest", progress)
         conn.execute("PRAGMA synchronous = OFF")
+        # the writer gives every row ids that exist (its own, or looked up) and deletes what a replaced process
+        # had by hand: checking each row's parents (several index probes per row) cost a fifth of the time
+        conn.execute("PRAGMA foreign_keys = OFF")
         cache = conn.execute("PRAGMA cache_size").fetchone()[0]
         # a run's indexes outgrow SQLite's default 2 MB page cache: pages spilled and read again cost a third of the
         # system time at a million tasks; 64 MiB bounds it (the sorters of build_tasks take the same budget)
@@ -187,9 +196,12 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
             raise
         finally:
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
             conn.execute(f"PRAGMA cache_size = {int(cache)}")
         bar.done()
     finally:
+        if gc_on:
+            gc.enable()
         if ahead is not None:
             ahead.close()
         conn.close()
@@ -216,7 +228,9 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
     if own_transaction:
         conn.execute("BEGIN IMMEDIATE")
     try:
-        for path, load in (ahead.each(pending) if ahead is not None else ((p, None) for p in pending)):
+        for k, (path, load) in enumerate(ahead.each(pending) if ahead is not None else ((p, None) for p in pending)):
+            if k % GC_EVERY == GC_EVERY - 1:
+                gc.collect()
             if path in labels and cur_run is not None and labels[path] != cur_run:
                 later.append(path)
                 continue

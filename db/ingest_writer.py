@@ -233,9 +233,13 @@ class RunWriter:
             self.task_sources[src] = self.task_sources.get(src, 0) + n
 
     def _drop(self, process_id: int) -> None:
+        """A stored process and its rows; by hand, not by ON DELETE CASCADE: ingest writes with foreign keys off."""
         self.replaced = True
-        self.conn.execute("UPDATE processes SET chain_prev_id = NULL WHERE chain_prev_id = ?", (process_id,))
-        self.conn.execute("DELETE FROM processes WHERE id = ?", (process_id,))     # its file_access, ops cascade
+        c = self.conn
+        c.execute("UPDATE processes SET chain_prev_id = NULL WHERE chain_prev_id = ?", (process_id,))
+        for table in ("file_access", "ops", "capture_gaps"):
+            c.execute(f"DELETE FROM {table} WHERE process_id = ?", (process_id,))
+        c.execute("DELETE FROM processes WHERE id = ?", (process_id,))
 
 
 _INSERT_PROC = f"INSERT INTO processes ({', '.join(PROC_COLS)}) VALUES ({', '.join('?' * len(PROC_COLS))})"

@@ -189,6 +189,7 @@ def test_ingest_of_a_folder_of_damaged_logs(real_logs, tmp_path):
     dup = c.execute("SELECT count(*) FROM (SELECT 1 FROM processes GROUP BY run_id, host_id, pid, start_ns "
                     "HAVING count(*) > 1)").fetchone()[0]
     assert dup == 0
+    assert c.execute("PRAGMA foreign_key_check").fetchall() == []     # a replaced copy's rows went with it
     for p in real_logs:                      # every intact log is in, complete (it replaced a damaged copy)
         row = c.execute("SELECT log_complete FROM processes WHERE log_path = ?",
                         (str(logs / os.path.basename(p)),)).fetchone()

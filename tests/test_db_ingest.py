@@ -157,6 +157,10 @@ def test_small_batches_and_a_small_file_cache_store_the_same(tmp_path, monkeypat
     res = ing.ingest(str(small), str(logs), gfwhere_cmd=None, warn=quiet)
     assert (res.runs["R"]["logs_added"], res.runs["R"]["logs_skipped"]) == (0, n + 1)
     a, b = _tables(big), _tables(small)
+    for db in (big, small):         # ingest writes with foreign keys off: every row's parents are there all the same
+        c = sqlite3.connect(db)
+        assert c.execute("PRAGMA foreign_key_check").fetchall() == []
+        c.close()
     c = sqlite3.connect(small)
     log_path = [r[1] for r in c.execute("PRAGMA table_info(processes)")].index("log_path")   # whichever copy came first
     c.close()
