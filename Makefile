@@ -24,7 +24,7 @@ $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || /usr/bin/python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	@# -qq: not setuptools' notice that every editable install prints; a failed build is still shown in full
-	$(PY) -m pip install -qq -e '.[test]'
+	$(PY) -m pip install -qq -e '.[test,wfcommons]'
 	@touch $@
 venv: $(VENV)/.stamp
 
