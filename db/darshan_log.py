@@ -26,6 +26,7 @@ import tempfile
 import numpy as np
 
 from mtcio.db import logformat as lf
+from mtcio.db.ingest_read import LogRows
 from mtcio.db.store import readable
 
 INSTALL_HINT = "reading Darshan logs needs PyDarshan: pip install 'mtcio[darshan]'"
@@ -305,8 +306,7 @@ FLAG_STDIO, FLAG_POSIX, FLAG_INHERITED = 0x4, 0x10, 0x2
 
 
 def rows_of(raw: dict, path: str, root: str):
-    """The worker's dict for one log -> ingest.LogRows (gaps and task source attached)."""
-    from mtcio.db.ingest import LogRows
+    """The worker's dict for one log -> ingest_read.LogRows (gaps and task source attached)."""
     job = raw["job"]
     start_ns = int(job["start_sec"]) * 1_000_000_000 + int(job["start_nsec"] or 0)
     end_ns = start_ns + max(int(float(job.get("run_time") or 0) * 1e9), 0)
@@ -337,7 +337,7 @@ def rows_of(raw: dict, path: str, root: str):
         name = names.get(rid, f"<unnamed record {rid}>")
         if name in ("<STDIN>", "<STDOUT>", "<STDERR>"):
             flag |= FLAG_INHERITED
-        files.append((fid_of[rid], flag, name, [int(x) for x in v]))
+        files.append((fid_of[rid], flag, name, tuple([int(x) for x in v])))
     if host is None:
         gaps.append(("host_unknown", None, None))
     nprocs = int(job["nprocs"] or 1)

@@ -9,6 +9,7 @@ tests/test_db_fastlog.py checks that both readers agree on real shim logs.
 from __future__ import annotations
 
 import struct
+from operator import itemgetter
 
 from mtcio.db import logformat as lf
 
@@ -19,21 +20,34 @@ _FILEH = struct.Struct("<IHHIBBHQQ")
 _II = struct.Struct("<II")
 _NSLOTS = lf.NBINS * 2 + len(lf.COUNTERS)
 _NC = len(lf.COUNTERS)
+_NB = lf.NBINS
 _FIRST, _LAST = lf.COUNTERS.index("first_open_ns"), lf.COUNTERS.index("last_close_ns")
-_ZERO = (0,) * _NSLOTS
 _I64_MAX = lf.I64_MAX
-_LAYOUTS: dict = {}     # (mask, wide) -> (Struct of the values, their slots): few distinct ones per workload
+_LAYOUTS: dict = {}     # (mask, wide) -> how to read its values: few distinct ones per workload
 
 
 def _layout(mask: int, wide: int):
+    """(Struct of the values present, a getter that spreads them into the 50 slots with 0 elsewhere, the
+    positions of first_open_ns and last_close_ns among the values (-1: absent)).  The getter does in C what a
+    Python loop over the slots did: most of a file record's cost."""
     slots = [k for k in range(_NSLOTS) if mask >> k & 1]
-    lay = (struct.Struct("<" + "".join("Q" if wide >> k & 1 else "I" for k in slots)), slots)
+    st = struct.Struct("<" + "".join("Q" if wide >> k & 1 else "I" for k in slots))
+    zero = len(slots)       # the values get a 0 appended: every absent slot reads it
+    spread = itemgetter(*[slots.index(k) if k in slots else zero for k in range(_NSLOTS)])
+    lay = (st, spread, slots.index(_FIRST) if _FIRST in slots else -1, slots.index(_LAST) if _LAST in slots else -1)
     _LAYOUTS[(mask, wide)] = lay
     return lay
+
+
 _ENDED_BY = lf.ENDED_BY
 _ORIGIN = lf.ORIGIN
 _R_PROC, _R_STR, _R_FILE, _R_OPS, _R_DIR, _R_END = lf.R_PROC, lf.R_STR, lf.R_FILE, lf.R_OPS, lf.R_DIR, lf.R_END
 _STR_KEYS = lf.STR_KEYS
+_ARGV = next(k for k, v in _STR_KEYS.items() if v == "argv")
+_MOUNTS = next(k for k, v in _STR_KEYS.items() if v == "gfarm_mounts")
+_PROC_WIDE = itemgetter(*lf._PROC_U64)
+_IH = struct.Struct("<IH")
+_I = struct.Struct("<I")
 
 
 class Parsed:
@@ -63,74 +77,81 @@ def _parse(buf: bytes) -> Parsed | None:
     if magic != lf.MAGIC or version != lf.FORMAT_VERSION or bom != lf.BOM:
         return None
     out = Parsed()
+    strings, files = out.strings, out.files
     off, nrec = hsize, 0
     dirs: dict = {}
     fids: set = set()
     start = 0
     rec = _REC.unpack_from
+    ii = _II.unpack_from
+    layouts = _LAYOUTS
     while off + 8 <= n:
         rtype, _f, length = rec(buf, off)
         p = off + 8
         end = p + length
         if end > n or length & 7:
             return None
-        if rtype == _R_FILE:
-            if length < 32:
-                return None
-            fid, flags, nlen, did, nc, nb, _r, mask, wide = _FILEH.unpack_from(buf, p)
-            if nc != _NC or nb != lf.NBINS or mask >> _NSLOTS or wide & ~mask or fid in fids:
-                return None
-            fids.add(fid)
-            lay = _LAYOUTS.get((mask, wide)) or _layout(mask, wide)
-            st, slots = lay
-            ns = p + 32 + st.size
-            if ns + nlen > end or did not in dirs:
-                return None
-            v = list(_ZERO)
-            for k, x in zip(slots, st.unpack_from(buf, p + 32)):
-                v[k] = x
-            if mask >> _FIRST & 1:
-                v[_FIRST] += start
-            if mask >> _LAST & 1:
-                v[_LAST] += start
-            name = buf[ns:ns + nlen]
-            if wide and max(v) > _I64_MAX or v[_LAST] > _I64_MAX or v[_FIRST] > _I64_MAX or b"\0" in name:
-                return None
-            out.files.append((fid, flags, dirs[did] + "/" + name.decode("utf-8", "surrogateescape"), v))
-        elif rtype == _R_DIR:
-            did, dlen = _II.unpack_from(buf, p)
-            if 8 + dlen > length or b"\0" in buf[p + 8:p + 8 + dlen]:
-                return None
-            dirs[did] = buf[p + 8:p + 8 + dlen].decode("utf-8", "surrogateescape")
-        elif rtype == _R_STR:
-            key, slen = _II.unpack_from(buf, p)
+        if rtype == _R_STR:         # the most frequent record: a dozen per process
+            key, slen = ii(buf, p)
             if 8 + slen > length:
                 return None
             raw = buf[p + 8:p + 8 + slen]
-            name = _STR_KEYS.get(key, "str%d" % key)
-            if name != "argv" and b"\0" in raw:
-                return None
-            if name == "argv":
-                out.strings["argv"] = [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0")[:-1]] \
+            if key == _ARGV:
+                strings["argv"] = [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0")[:-1]] \
                     if raw else []
-            elif name == "gfarm_mounts":
+            elif b"\0" in raw:
+                return None
+            elif key == _MOUNTS:
                 out.mounts.append(raw.decode("utf-8", "surrogateescape"))
             else:
-                out.strings[name] = raw.decode("utf-8", "surrogateescape")
+                strings[_STR_KEYS.get(key) or "str%d" % key] = raw.decode("utf-8", "surrogateescape")
+        elif rtype == _R_FILE:
+            if length < 32:
+                return None
+            fid, flags, nlen, did, nc, nb, _r, mask, wide = _FILEH.unpack_from(buf, p)
+            if nc != _NC or nb != _NB or mask >> _NSLOTS or wide & ~mask or fid in fids:
+                return None
+            fids.add(fid)
+            st, spread, pf, pl = layouts.get((mask, wide)) or _layout(mask, wide)
+            ns = p + 32 + st.size
+            if ns + nlen > end or did not in dirs:
+                return None
+            u = st.unpack_from(buf, p + 32) + (0,)
+            if pf >= 0 or pl >= 0:              # v2 FILE timestamps are relative to the PROC record's start_ns
+                u = list(u)
+                if pf >= 0:
+                    u[pf] += start
+                    if u[pf] > _I64_MAX:
+                        return None
+                if pl >= 0:
+                    u[pl] += start
+                    if u[pl] > _I64_MAX:
+                        return None
+            if wide and max(u) > _I64_MAX:
+                return None
+            name = buf[ns:ns + nlen]
+            if b"\0" in name:
+                return None
+            files.append((fid, flags, dirs[did] + "/" + name.decode("utf-8", "surrogateescape"), spread(u)))
+        elif rtype == _R_DIR:
+            did, dlen = ii(buf, p)
+            if 8 + dlen > length or b"\0" in buf[p + 8:p + 8 + dlen]:
+                return None
+            dirs[did] = buf[p + 8:p + 8 + dlen].decode("utf-8", "surrogateescape")
         elif rtype == _R_PROC:
             if length < _PROC.size:
                 return None
             out.proc = _PROC.unpack_from(buf, p)
-            if max(out.proc[i] for i in lf._PROC_U64) > _I64_MAX:
+            if max(_PROC_WIDE(out.proc)) > _I64_MAX:
                 return None
             start = out.proc[4]     # start_ns: v2 FILE timestamps are relative to it
         elif rtype == _R_OPS:
-            count, osize = struct.unpack_from("<IH", buf, p)
+            count, osize = _IH.unpack_from(buf, p)
             if osize != lf.OP_SIZE or 8 + count * osize != length:
                 return None
             out.ops.append((count, buf[p + 8:end]))
         elif rtype == _R_END:
-            expect, = struct.unpack_from("<I", buf, p)
+            expect, = _I.unpack_from(buf, p)
             if expect != nrec or end != n or out.proc is None:
                 return None
             return out

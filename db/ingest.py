@@ -1,88 +1,38 @@
-"""`mtcprof ingest LOGDIR --db DB [--run NAME] [--strict] [--from darshan]`: load a run's logs into the store.
+"""Ingest: load a run's logs into the SQLite store (`mtcprof ingest`, its command line in db/ingest_cli.py).
 
-Every *.mtclog under LOGDIR (recursively) is read with db/logformat.py.  Logs are grouped into runs (--run NAME, else
-each log's MTCPROF_RUN, else the folder's name); each run is written in ONE transaction, so the db is never left
-half-written.  A process image is keyed by (run, host, pid, start_ns): re-ingesting the same logs adds nothing.
-A truncated or corrupt log gives a warning naming the file and byte offset; its valid records are kept and the rest
-of the run is ingested; the exit status is non-zero only with --strict.
+Every *.mtclog under LOGDIR (recursively; db/ingest_logs.py) is decoded (db/ingest_read.py) and written
+(db/ingest_writer.py).  Logs are grouped into runs (--run NAME, else each log's MTCPROF_RUN, else the folder's name);
+each run is written in ONE transaction, so the db is never left half-written.  A process image is keyed by (run,
+host, pid, start_ns): re-ingesting the same logs adds nothing.  A truncated or corrupt log gives a warning naming the
+file and byte offset; its valid records are kept and the rest of the run is ingested; the exit status is non-zero
+only with --strict.
 
-After the logs, ingest (re)builds the run's tasks (all processes with the same MTCPROF_TASK; exec chains and fork
-trees linked by (host, pid)), maps gfarm2fs mount paths to Gfarm paths, resolves the replica hosts of every Gfarm
-file with batched `gfwhere` calls, and stores per-task read locality and write placement.
+After the logs, ingest (re)builds the run's tasks (db/ingest_tasks.py: all processes with the same MTCPROF_TASK;
+exec chains and fork trees linked by (host, pid)), resolves the replica hosts of every Gfarm file with batched
+`gfwhere` calls (db/ingest_replicas.py), and stores per-task read locality and write placement.
 """
 from __future__ import annotations
 
-import argparse
-import json
+import gc
 import os
 import shlex
-import sqlite3
-import subprocess
 import sys
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from mtcio.db import darshan_log, fastlog
-from mtcio.db.gfarm import host_match, parse_gfwhere
+from mtcio.db import darshan_log, prefetch, store
 from mtcio.db import logformat as lf
-from mtcio.db import store, write_errors
-from mtcio.db.store import db_text, readable, text_of
-from mtcio.exitcodes import exit_table
+from mtcio.db.ingest_logs import find_logs, untrusted_folders
+from mtcio.db.ingest_read import read_log
+from mtcio.db.ingest_replicas import default_gfwhere_cmd, fill_replicas
+from mtcio.db.ingest_tasks import build_tasks, fill_task_io
+from mtcio.db.ingest_writer import RunWriter, fill_sizes
+from mtcio.db.store import db_text, readable
 
-FLAG_BITS = {name: bit for bit, name in lf.FILE_FLAGS.items()}
-NC, NB = len(lf.COUNTERS), lf.NBINS
-FA_COLS = ("process_id", "fid", "file_id", "flags") + lf.COUNTERS + \
-    tuple(f"hr{i}" for i in range(NB)) + tuple(f"hw{i}" for i in range(NB))
-PROC_COLS = ("id", "run_id", "host_id", "pid", "ppid", "uid", "origin", "start_ns", "end_ns", "exit_status",
-             "ended_by", "signal", "parent_start_ns", "exe", "argv", "cwd", "task", "stage", "run_label",
-             "gfarm_mounts", "ops_traced", "ops_dropped", "files_dropped", "munmaps", "trace_ops", "shim_version",
-             "log_path", "log_complete", "log_error") + tuple(c for c, _ in store.CPU_CLOCK_COLS + store.SCHED_COLS +
-                                                               store.CALL_WAIT_COLS)
-BATCH = 4000            # logs per executemany batch
-GFWHERE_BATCH = 400     # paths per gfwhere call
-MAX_LOG_BYTES = 1 << 30  # a larger "log" is refused unread (the shim's default op trace cap gives <= 192 MiB)
-I64_MAX = (1 << 63) - 1
-
-
-def cpu_clock(text) -> tuple:
-    """The shim's cpu_clock string "<CPUs> <up s> <idle s> <up s> <idle s>" (/proc/uptime at the image's start and
-    end) as (cpus, uptime_start_s, idle_start_s, uptime_end_s, idle_end_s); all None when absent or not such a
-    clock (a damaged log: the clock going back, idle beyond every CPU's time)."""
-    try:
-        n, u0, i0, u1, i1 = text.split()     # an empty or short string is a ValueError here, never an IndexError
-        n, u0, i0, u1, i1 = int(n), float(u0), float(i0), float(u1), float(i1)
-    except (AttributeError, ValueError, TypeError):
-        return (None,) * 5
-    ok = 0 < n <= 1 << 16 and 0 <= u0 <= u1 < 1e10 and 0 <= i0 <= i1 and i1 - i0 <= n * (u1 - u0) + 0.02 * n
-    return (n, u0, i0, u1, i1) if ok else (None,) * 5
-
-
-def sched(text) -> tuple:
-    """The shim's sched string "<on-CPU ns> <waiting ns> <slices>" at the image's start then at its end (its main
-    thread's /proc/self/schedstat) as (sched_cpu_s, sched_wait_s, sched_slices) over the image; all None when
-    absent or not such a clock (a counter going back)."""
-    try:
-        c0, w0, n0, c1, w1, n1 = map(int, text.split())
-    except (AttributeError, ValueError, TypeError):
-        return (None,) * 3
-    if not (0 <= c0 <= c1 < 1 << 63 and 0 <= w0 <= w1 < 1 << 63 and 0 <= n0 <= n1 < 1 << 63):
-        return (None,) * 3
-    return (c1 - c0) / 1e9, (w1 - w0) / 1e9, n1 - n0
-
-
-def call_wait(text) -> tuple:
-    """The shim's cpu_wait string "<waiting ns> <calls>" (MTCPROF_CPU_WAIT=1: the traced calls' wait for a CPU) as
-    (io_cpu_wait_s, io_cpu_wait_calls); both None when absent or malformed."""
-    try:
-        ns, calls = map(int, text.split())
-    except (AttributeError, ValueError, TypeError):
-        return None, None
-    if not (0 <= ns < 1 << 63 and 0 <= calls < 1 << 63):
-        return None, None
-    return ns / 1e9, calls
+CACHE_KIB = -131072        # SQLite page cache while ingesting (negative: KiB)
+# The cyclic garbage collector is off while logs are read: each log's rows are many new tuples, and its automatic
+# passes over them were a tenth of the time; the rows hold no cycles, a pass every GC_EVERY logs collects the rest.
+GC_EVERY = 50_000
 
 
 class IngestError(RuntimeError):
@@ -97,8 +47,6 @@ class IngestResult:
     committed: bool = True                           # False: --strict rolled everything back
     details: list = field(default_factory=list)      # (message, log path, byte offset)
 
-
-# ---- progress ------------------------------------------------------------------------------------------------------
 
 class Progress:
     """A small progress bar on stderr (only when there is a lot to do); not a terminal (a log file, a pipe): only
@@ -135,416 +83,13 @@ class Progress:
                 sys.stderr.write("\n")
 
 
-# ---- logs ----------------------------------------------------------------------------------------------------------
-
-def find_logs(logdir: str) -> list[str]:
-    """All *.mtclog files under logdir (recursively), sorted.  Hidden .tmp files of running writers are skipped."""
-    if not os.path.isdir(logdir):
-        raise IngestError(f"{logdir}: not a folder")
-    out = []
-    for root, dirs, files in os.walk(logdir):
-        dirs.sort()
-        out.extend(os.path.join(root, f) for f in files if f.endswith(".mtclog") and not f.startswith("."))
-    out.sort()
-    return out
-
-
-def untrusted_folders(logdir: str) -> list[tuple[str, str]]:
-    """(folder, why) for each folder under logdir (itself included) whose logs another user could have put or
-    replaced there, by the shim's rule: owned by neither this user nor root, or writable by others and not
-    sticky.  The shim and `mtcprof run` refuse to write into such a folder; ingest reads it, and says so."""
-    me = os.geteuid()
-    out = []
-    for root, dirs, _files in os.walk(logdir):
-        dirs.sort()
-        try:
-            st = os.stat(root)
-        except OSError:
-            continue
-        if st.st_uid not in (me, 0):
-            out.append((root, f"owned by another user ({_user(st.st_uid)}; you are {_user(me)})"))
-        elif st.st_mode & 0o002 and not st.st_mode & 0o1000:
-            out.append((root, f"writable by others (mode {st.st_mode & 0o7777:04o})"))
-    return out
-
-
-def _user(uid: int) -> str:
-    try:
-        import pwd
-        return f"uid {uid}, {pwd.getpwuid(uid).pw_name}"
-    except (ImportError, KeyError):
-        return f"uid {uid}"
-
-
-def gfarm_path_of(path: str, mounts) -> str | None:
-    """/mnt/x/a/b -> /a/b when /mnt/x is a gfarm2fs mount point; gfarm:///a/b and gfarm://host:port/a/b -> /a/b."""
-    if path.startswith("gfarm:"):
-        rest = path[6:]
-        if rest.startswith("//"):
-            rest = rest[2:]
-            i = rest.find("/")
-            rest = rest[i:] if i >= 0 else "/"
-        return "/" + rest.lstrip("/")
-    best = None
-    for m in mounts:
-        m = m.rstrip("/") or "/"
-        if path == m or path.startswith(m + "/") or m == "/":
-            if best is None or len(m) > len(best):
-                best = m
-    if best is None:
-        return None
-    rest = path[len(best):] if best != "/" else path
-    return rest if rest.startswith("/") else "/" + rest
-
-
-def _flag_int(names) -> int:
-    v = 0
-    for n in names:
-        v |= FLAG_BITS.get(n, 0)
-    return v
-
-
-class _RunWriter:
-    """Writes the logs of one run inside the caller's transaction (ids assigned here, rows batched)."""
-
-    def __init__(self, conn, run_id: int):
-        self.conn, self.run_id = conn, run_id
-        self.hosts = {text_of(r[1]): r[0] for r in conn.execute("SELECT id, name FROM hosts")}
-        self.files = {text_of(r[1]): r[0] for r in conn.execute("SELECT id, path FROM files WHERE run_id = ?",
-                                                                (run_id,))}
-        # (host, pid, start) -> (process id, log complete): one row per process image, whatever logs repeat it
-        self.seen = {(r[0], r[1], r[2]): (r[3], r[4]) for r in conn.execute(
-            "SELECT host_id, pid, start_ns, id, log_complete FROM processes WHERE run_id = ?", (run_id,))}
-        self.next_pid = (conn.execute("SELECT max(id) FROM processes").fetchone()[0] or 0) + 1
-        self.next_fid = (conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0) + 1
-        self.procs, self.fas, self.new_files, self.ops, self.gaps = [], [], [], [], []
-        self.added = self.skipped = self.n_fa = self.n_ops = 0
-        self.dropped = [0, 0, 0, None]      # processes, files, ops dropped by the shim's limits; an example log
-        self.task_sources = {}               # Darshan logs: where task and stage came from -> logs
-
-    def host_id(self, name: str) -> int:
-        hid = self.hosts.get(name)
-        if hid is None:
-            hid = self.conn.execute("INSERT INTO hosts (name) VALUES (?)", (db_text(name),)).lastrowid
-            self.hosts[name] = hid
-        return hid
-
-    def add(self, path: str, rec: "LogRows") -> None:
-        p = rec.proc
-        host = p.get("host") or os.path.basename(path).split(".")[0]
-        hid = self.hosts.get(host) or self.host_id(host)
-        key = (hid, p["pid"], p["start_ns"])
-        prev = self.seen.get(key)
-        if prev is not None:
-            if not (rec.complete and not prev[1]):
-                self.skipped += 1
-                return
-            self._drop(prev[0])         # the complete log of a process stored from a damaged copy replaces it
-        pid = self.next_pid
-        self.next_pid += 1
-        self.seen[key] = (pid, rec.complete)
-        mounts = p.get("gfarm_mounts") or []
-        self.procs.append((
-            pid, self.run_id, hid, p["pid"], p["ppid"], p["uid"], p["origin"], p["start_ns"], p["end_ns"],
-            p["exit_status"], p["ended_by"], p["signal"], p["parent_start_ns"], db_text(p.get("exe")),
-            json.dumps(p.get("argv", [])), db_text(p.get("cwd")), db_text(p.get("task")), db_text(p.get("stage")),
-            db_text(p.get("run")), json.dumps(mounts), p["ops_traced"], p["ops_dropped"], p["files_dropped"],
-            p["munmaps"], int(p["trace_ops"]), db_text(p.get("shim_version")), db_text(path), int(rec.complete),
-            db_text(rec.error), *cpu_clock(p.get("cpu_clock")), *sched(p.get("sched")),
-            *call_wait(p.get("cpu_wait"))))
-        if p["files_dropped"] or p["ops_dropped"]:
-            d = self.dropped
-            d[0] += 1
-            d[1] += p["files_dropped"]
-            d[2] += p["ops_dropped"]
-            d[3] = d[3] or path
-        files = self.files
-        fas = self.fas
-        for fid, flags, fpath, vals in rec.files:
-            file_id = files.get(fpath)
-            if file_id is None:
-                file_id = files[fpath] = self.next_fid
-                self.next_fid += 1
-                self.new_files.append((file_id, self.run_id, db_text(fpath), db_text(
-                    gfarm_path_of(fpath, mounts) if (mounts or fpath.startswith("gfarm:")) else None)))
-            fas.append((pid, fid, file_id, flags, *vals))
-        for chunk, (count, data) in enumerate(rec.ops):
-            if not count:
-                continue
-            a = np.frombuffer(data, dtype=lf.OP_DTYPE)
-            first, last = int(a["start_ns"].min()), int((a["start_ns"] + a["dur_ns"]).max())
-            self.ops.append((pid, chunk, count, first if first <= I64_MAX else None,
-                             last if last <= I64_MAX else None, data))
-            self.n_ops += count
-        self.gaps.extend((pid, fid, kind, detail) for kind, fid, detail in rec.gaps)
-        if rec.task_source:
-            self.task_sources[rec.task_source] = self.task_sources.get(rec.task_source, 0) + 1
-        self.added += 1
-        if len(self.procs) >= BATCH:
-            self.flush()
-
-    def _drop(self, process_id: int) -> None:
-        self.flush()
-        self.conn.execute("UPDATE processes SET chain_prev_id = NULL WHERE chain_prev_id = ?", (process_id,))
-        self.conn.execute("DELETE FROM processes WHERE id = ?", (process_id,))     # its file_access, ops cascade
-
-    def flush(self) -> None:
-        c = self.conn
-        if self.new_files:
-            c.executemany("INSERT INTO files (id, run_id, path, gfarm_path) VALUES (?,?,?,?)", self.new_files)
-        if self.procs:
-            c.executemany(f"INSERT INTO processes ({', '.join(PROC_COLS)}) VALUES ({', '.join('?' * len(PROC_COLS))})",
-                          self.procs)
-        if self.fas:
-            c.executemany(f"INSERT INTO file_access ({', '.join(FA_COLS)}) VALUES ({', '.join('?' * len(FA_COLS))})",
-                          self.fas)
-        if self.ops:
-            c.executemany("INSERT INTO ops (process_id, chunk, n_ops, first_ns, last_ns, data) VALUES (?,?,?,?,?,?)",
-                          self.ops)
-        if self.gaps:
-            c.executemany("INSERT INTO capture_gaps (process_id, fid, kind, detail) VALUES (?,?,?,?)", self.gaps)
-        self.n_fa += len(self.fas)
-        self.procs, self.fas, self.new_files, self.ops, self.gaps = [], [], [], [], []
-
-
-# ---- tasks ---------------------------------------------------------------------------------------------------------
-
-def build_tasks(conn, run_id: int) -> int:
-    """(Re)build the tasks of a run from its processes; link exec chains.  Returns the number of tasks."""
-    rows = conn.execute(
-        "SELECT id, host_id, pid, ppid, origin, start_ns, end_ns, ended_by, exit_status, signal, task, stage, argv "
-        "FROM processes WHERE run_id = ? ORDER BY host_id, pid, start_ns", (run_id,)).fetchall()
-    conn.execute("UPDATE processes SET task_id = NULL WHERE run_id = ?", (run_id,))
-    conn.execute("DELETE FROM tasks WHERE run_id = ?", (run_id,))
-    if not rows:
-        return 0
-    # exec chains: consecutive images of one (host, pid) where the earlier one ended by exec
-    chain_prev, head_of = {}, {}
-    prev = None
-    for r in rows:
-        pid_ = r[0]
-        if prev is not None and prev[1] == r[1] and prev[2] == r[2] and prev[7] == "exec":
-            chain_prev[pid_] = prev[0]
-            head_of[pid_] = head_of[prev[0]]
-        else:
-            head_of[pid_] = pid_
-        prev = r
-    rows = [(*r[:10], text_of(r[10]), text_of(r[11]), r[12]) for r in rows]   # names as str (BLOB: exact bytes)
-    byid = {r[0]: r for r in rows}
-    chain_last = {}
-    for r in rows:                          # rows are in chain order, so the last assignment wins
-        chain_last[head_of[r[0]]] = r[0]
-    # group chain heads by task name; a head is a root when its parent (host, ppid) is not a process of the task
-    groups = defaultdict(list)
-    for h in chain_last:
-        groups[byid[h][10] or ""].append(h)
-    task_rows, assign = [], []
-    next_tid = (conn.execute("SELECT max(id) FROM tasks").fetchone()[0] or 0) + 1
-    for name, heads in groups.items():
-        pids = {(byid[h][1], byid[h][2]): h for h in heads}
-        parent = {h: pids.get((byid[h][1], byid[h][3])) for h in heads}
-        parent = {h: (p if p != h else None) for h, p in parent.items()}
-        roots = sorted((h for h in heads if parent[h] is None), key=lambda h: byid[h][5])
-        if not roots:                       # a cycle from pid reuse: take the earliest
-            roots = [min(heads, key=lambda h: byid[h][5])]
-            parent[roots[0]] = None
-
-        def root_of(h):
-            seen = set()
-            while parent.get(h) is not None and h not in seen:
-                seen.add(h)
-                h = parent[h]
-            return h
-        members = defaultdict(list)        # root -> chain heads
-        for h in heads:
-            members[root_of(h)].append(h)
-        # attempts (named tasks): a root starting after a failed earlier attempt ended begins a new attempt;
-        # unnamed processes: every root tree is its own task
-        attempts = []
-        for rt in roots:
-            images = [i for h in members[rt] for i in _chain(h, chain_last, chain_prev)]
-            start = min(byid[i][5] for i in images)
-            end = max(byid[i][6] for i in images)
-            last = byid[chain_last[rt]]
-            if name and attempts:
-                a = attempts[-1]
-                if not (start > a["end"] and a["exit"] not in (0, None)):
-                    a["images"] += images
-                    a["end"] = max(a["end"], end)
-                    continue
-            attempts.append({"root": rt, "images": images, "start": start, "end": end, "exit": last[8],
-                             "signal": last[9]})
-        for k, a in enumerate(attempts, 1):
-            root = byid[a["root"]]
-            tname = name if name else f"pid{root[2]}@{root[1]}:{root[5]}"
-            stage = root[11] or next((byid[i][11] for i in a["images"] if byid[i][11]), None)
-            try:
-                cmd = " ".join(shlex.quote(x) for x in json.loads(root[12] or "[]"))
-            except ValueError:
-                cmd = None
-            tid = next_tid
-            next_tid += 1
-            task_rows.append((tid, run_id, db_text(tname), k if name else 1, db_text(stage), root[1], db_text(cmd),
-                              a["start"], a["end"], a["exit"], a["signal"], len(a["images"])))
-            assign.extend((tid, chain_prev.get(i), i) for i in a["images"])
-    conn.executemany("INSERT INTO tasks (id, run_id, name, attempt, stage, host_id, command, start_ns, end_ns, "
-                     "exit_status, signal, n_processes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", task_rows)
-    conn.executemany("UPDATE processes SET task_id = ?, chain_prev_id = ? WHERE id = ?", assign)
-    return len(task_rows)
-
-
-def _chain(head, chain_last, chain_prev):
-    out, i = [], chain_last[head]
-    while i is not None:
-        out.append(i)
-        i = chain_prev.get(i)
-    return out
-
-
-# ---- Gfarm: sizes, replicas ----------------------------------------------------------------------------------------
-
-def default_gfwhere_cmd() -> list[str] | None:
-    if os.environ.get("GFARM_CONFIG_FILE") or os.path.exists(os.path.expanduser("~/.gfarm2rc")) or \
-            os.path.exists("/etc/gfarm2.conf"):
-        return ["gfwhere"]
-    return None
-
-
-def resolve_replicas(paths: list[str], cmd: list[str], timeout: float = 300.0, warn=None) -> tuple[dict, dict]:
-    """Replica hosts of Gfarm paths with batched gfwhere calls -> ({path: [hosts]}, {path: error})."""
-    found, errors = {}, {}
-    errors.update((p, "not a valid path (NUL byte)") for p in paths if "\0" in p)
-    paths = [p for p in paths if "\0" not in p]
-    for i in range(0, len(paths), GFWHERE_BATCH):
-        batch = paths[i:i + GFWHERE_BATCH]
-        try:
-            r = subprocess.run(cmd + ["--"] + batch, capture_output=True, text=True, timeout=timeout,
-                               errors="surrogateescape")
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise RuntimeError(f"cannot run {' '.join(cmd)}: {e}") from None
-        got = parse_gfwhere(r.stdout, batch)
-        found.update(got)
-        for line in r.stderr.splitlines():
-            for p in batch:
-                if line.startswith(p + ":"):
-                    errors[p] = line[len(p) + 1:].strip()
-        if not got and r.returncode != 0:
-            msg = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
-            if not errors:
-                raise RuntimeError(f"{' '.join(cmd)} failed: {msg}")
-        for p in batch:
-            if p not in found and p not in errors:
-                errors[p] = "no replica reported"
-    return found, errors
-
-
-def fill_sizes(conn, run_id: int) -> None:
-    """files.size: stat of the trace path when it exists now, else the largest offset any process reached."""
-    rows = conn.execute(
-        "SELECT f.id, f.path, max(fa.max_offset) FROM files f JOIN file_access fa ON fa.file_id = f.id "
-        "WHERE f.run_id = ? AND f.size IS NULL GROUP BY f.id", (run_id,)).fetchall()
-    upd = []
-    for fid, path, maxoff in rows:
-        try:
-            st = os.stat(text_of(path))
-            if st.st_mode & 0o170000 == 0o100000:
-                upd.append((st.st_size, "stat", fid))
-                continue
-        except (OSError, ValueError):       # ValueError: a NUL in a damaged log's name
-            pass
-        upd.append((maxoff or 0, "max_offset", fid))
-    conn.executemany("UPDATE files SET size = ?, size_source = ? WHERE id = ?", upd)
-
-
-def fill_replicas(conn, run_id: int, cmd: list[str] | None, warn) -> int:
-    """Resolve replica hosts of the run's not yet resolved Gfarm files (one gfwhere per GFWHERE_BATCH paths)."""
-    todo = [text_of(r[0]) for r in conn.execute(
-        "SELECT DISTINCT gfarm_path FROM files WHERE run_id = ? AND gfarm_path IS NOT NULL AND resolved_at IS NULL",
-        (run_id,))]
-    if not todo:
-        return 0
-    if cmd is None:
-        warn(f"{len(todo)} Gfarm files: replica hosts not resolved (no Gfarm configured: set GFARM_CONFIG_FILE "
-             f"or pass --gfwhere-cmd); locality unknown")
-        return 0
-    try:
-        found, errors = resolve_replicas(todo, cmd, warn=warn)
-    except RuntimeError as e:
-        warn(f"replica hosts not resolved ({e}); locality unknown")
-        return 0
-    now = time.time()
-    conn.executemany("UPDATE files SET replica_hosts = ?, resolved_at = ?, resolve_error = ? "
-                     "WHERE run_id = ? AND gfarm_path = ?",
-                     [(json.dumps(found.get(p, [])), now, db_text(errors.get(p)), run_id, db_text(p)) for p in todo])
-    if errors:
-        ex = next(iter(errors.items()))
-        warn(f"{len(errors)} of {len(todo)} Gfarm files have no replica (deleted since?), e.g. {readable(ex[0])}: "
-             f"{readable(ex[1])}")
-    return len(found)
-
-
-def fill_task_io(conn, run_id: int) -> None:
-    """Per-task byte/file counts, read locality (all reads) and write placement from file_access + files."""
-    hosts = {r[0]: text_of(r[1]) for r in conn.execute("SELECT id, name FROM hosts")}
-    task_host = {r[0]: hosts.get(r[1]) for r in conn.execute("SELECT id, host_id FROM tasks WHERE run_id = ?",
-                                                              (run_id,))}
-    query = (
-        "SELECT p.task_id, COALESCE(f.gfarm_path, f.path) AS k, max(f.replica_hosts), max(f.resolved_at), "
-        "SUM(fa.bytes_read), SUM(fa.bytes_written), SUM(fa.reads), SUM(fa.writes), "
-        "SUM(fa.t_open_ns + fa.t_read_ns + fa.t_write_ns + fa.t_close_ns + fa.t_meta_ns) "
-        "FROM file_access fa JOIN processes p ON p.id = fa.process_id JOIN files f ON f.id = fa.file_id "
-        "WHERE p.run_id = ? AND p.task_id IS NOT NULL GROUP BY p.task_id, k")
-    try:
-        rows = conn.execute(query.replace("SUM", "sum"), (run_id,)).fetchall()
-    except sqlite3.OperationalError as e:
-        if "integer overflow" not in str(e):
-            raise
-        # a damaged log's near-2^63 counters: totals as REAL (approximate) instead of failing the run
-        rows = conn.execute(query.replace("SUM", "total"), (run_id,)).fetchall()
-    agg = defaultdict(lambda: [0] * 11)
-    rep_cache = {}
-    for tid, _k, reps, resolved, br, bw, nr, nw, tio in rows:
-        a = agg[tid]
-        a[0] += br
-        a[1] += bw
-        a[2] += 1 if (br > 0 or nr > 0) else 0
-        a[3] += 1 if (bw > 0 or nw > 0) else 0
-        a[10] += tio
-        if reps is None or resolved is None:
-            a[8] += br
-            continue
-        r = rep_cache.get(reps)
-        if r is None:
-            r = rep_cache[reps] = frozenset(json.loads(reps))
-        local = host_match(task_host.get(tid) or "", r)
-        if br > 0 or nr > 0:
-            if local:
-                a[4] += br
-                a[6] += 1
-            else:
-                a[5] += br
-                a[7] += 1
-        if local:
-            a[9] += bw
-    # each value fits SQLite's INTEGER (the reader checks), their sum over a task's files may not (a damaged log's
-    # near-2^63 counters): such a total is stored as the REAL it is close to rather than failing the run
-    fit = lambda v: v if v <= I64_MAX else float(v)      # noqa: E731
-    conn.executemany(
-        "UPDATE tasks SET bytes_read = ?, bytes_written = ?, files_read = ?, files_written = ?, bytes_read_local = ?, "
-        "bytes_read_remote = ?, files_read_local = ?, files_read_remote = ?, bytes_read_unknown = ?, "
-        "bytes_written_local = ?, t_io_ns = ? WHERE id = ?",
-        [(*map(fit, agg[t]), t) if t in agg else (0,) * 11 + (t,) for t in task_host])
-
-
-# ---- driver --------------------------------------------------------------------------------------------------------
-
 def _stderr_warn(msg: str) -> None:
     print(f"mtcprof ingest: warning: {msg}", file=sys.stderr)
 
 
 def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False,
            gfwhere_cmd: list[str] | str | None = "auto", progress: bool | None = None,
-           warn=_stderr_warn, max_log_bytes: int = MAX_LOG_BYTES, source: str = "mtcprof") -> IngestResult:
+           warn=_stderr_warn, max_log_bytes: int = lf.MAX_LOG_BYTES, source: str = "mtcprof") -> IngestResult:
     """Ingest every log under logdir into db.  gfwhere_cmd: "auto" (plain gfwhere when Gfarm is configured),
     None (do not resolve replicas), a list or a shell-quoted string (e.g. "mtcbed exec mtc-node1 -- gfwhere").
     source: "mtcprof" (the shim's *.mtclog) or "darshan" (*.darshan, read by db/darshan_log.py; logdir may then
@@ -569,23 +114,29 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
         if not paths:
             raise IngestError(f"{readable(logdir)}: no Darshan logs (*.darshan) found")
         reader = darshan_log.Reader()
-        read_one = lambda path, _max: reader.read(path, os.path.abspath(logdir))     # noqa: E731
+        read_one = lambda path, _max, _load: reader.read(path, os.path.abspath(logdir))     # noqa: E731
         if os.path.isfile(logdir):
             logdir = os.path.dirname(os.path.abspath(logdir))
     else:
-        paths = find_logs(os.path.abspath(logdir))
+        try:
+            paths = find_logs(os.path.abspath(logdir))
+        except NotADirectoryError as e:
+            raise IngestError(f"{e}: not a folder") from None
         if not paths:
             raise IngestError(f"{readable(logdir)}: no mtcprof logs (*.mtclog) found; was the run traced with "
                               f"MTCPROF_DIR={readable(logdir)}?")
-        reader, read_one = None, _read
+        reader, read_one = None, read_log
     try:
-        return _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, warn, max_log_bytes)
+        # Darshan logs are read by the worker process, not ahead here
+        return _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, warn, max_log_bytes,
+                       read_ahead=reader is None)
     finally:
         if reader is not None:
             reader.close()
 
 
-def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, warn, max_log_bytes) -> IngestResult:
+def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, warn, max_log_bytes,
+            read_ahead: bool) -> IngestResult:
     res = IngestResult()
     log_warning: dict = {}     # path -> (message, path, offset): a log read twice (another run's) warns once
 
@@ -601,8 +152,8 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
         warn_(f"{readable(odd[0][0])}: log folder {odd[0][1]}{more}: its logs may not be the run's; ingested as "
               f"they are", odd[0][0])
 
-    def read(path):
-        rows, w = read_one(path, max_log_bytes)
+    def read(path, load=None):
+        rows, w = read_one(path, max_log_bytes, load)
         if w is not None and path not in log_warning:
             log_warning[path] = w
             res.bad_logs += 1
@@ -611,18 +162,29 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
 
     created = not os.path.exists(db)
     conn = store.connect(db)
+    ahead = prefetch.Prefetch(max_log_bytes) if read_ahead else None
+    gc_on = gc.isenabled()
+    gc.disable()
     try:
         default_run = run or os.path.basename(os.path.normpath(os.path.abspath(logdir))) or "run"
-        pending = list(paths)
+        pending = paths
         labels: dict = {}          # path -> run name, learnt when a log was read for another run
         bar = Progress(len(paths), "ingest", progress)
         conn.execute("PRAGMA synchronous = OFF")
+        # the writer gives every row ids that exist (its own, or looked up) and deletes what a replaced process
+        # had by hand: checking each row's parents (several index probes per row) cost a fifth of the time
+        conn.execute("PRAGMA foreign_keys = OFF")
+        cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+        # a run's indexes outgrow SQLite's default 2 MB page cache: pages spilled and read again cost a third of the
+        # system time at a million tasks.  128 MiB: 99-112 s for a million tasks where 64 MiB took 128-136 s, peak
+        # RSS 479 MiB (the sorters of build_tasks take the same budget; the limit is 512)
+        conn.execute(f"PRAGMA cache_size = {CACHE_KIB}")
         try:
             if strict:
                 conn.execute("BEGIN IMMEDIATE")
             while pending:
                 pending = _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, default_run,
-                                          logdir, gfwhere_cmd, bar, own_transaction=not strict)
+                                          logdir, gfwhere_cmd, bar, own_transaction=not strict, ahead=ahead)
             if strict:
                 if res.bad_logs:
                     conn.execute("ROLLBACK")
@@ -635,8 +197,14 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
             raise
         finally:
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute(f"PRAGMA cache_size = {int(cache)}")
         bar.done()
     finally:
+        if gc_on:
+            gc.enable()
+        if ahead is not None:
+            ahead.close()
         conn.close()
         if created and (not res.runs or not res.committed):
             _remove_db(db)
@@ -652,7 +220,7 @@ def _remove_db(db: str) -> None:
 
 
 def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, default_run, logdir, gfwhere_cmd,
-                    bar, own_transaction: bool) -> list:
+                    bar, own_transaction: bool, ahead: "prefetch.Prefetch | None" = None) -> list:
     """Ingest the logs of the run of pending[0] (one transaction unless the caller holds one); returns the logs
     that belong to other runs."""
     cur_run = labels.get(pending[0])
@@ -661,11 +229,13 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
     if own_transaction:
         conn.execute("BEGIN IMMEDIATE")
     try:
-        for path in pending:
+        for k, (path, load) in enumerate(ahead.each(pending) if ahead is not None else ((p, None) for p in pending)):
+            if k % GC_EVERY == GC_EVERY - 1:
+                gc.collect()
             if path in labels and cur_run is not None and labels[path] != cur_run:
                 later.append(path)
                 continue
-            log = read(path)
+            log = read(path, load)
             if log is None:
                 if path in log_warning:
                     stored.append(log_warning[path])
@@ -680,7 +250,7 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
                 continue
             if writer is None:
                 rid = store.get_or_create_run(conn, cur_run, "trace", {"log_dir": os.path.abspath(logdir)})
-                writer = _RunWriter(conn, rid)
+                writer = RunWriter(conn, rid)
             writer.add(path, log)
             if path in log_warning:
                 stored.append(log_warning[path])
@@ -699,7 +269,7 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
                       f"times are missing from the run's numbers (e.g. {readable(example)})", example, None)
             if writer.added:
                 counts["tasks"] = build_tasks(conn, writer.run_id)
-                fill_sizes(conn, writer.run_id)
+                fill_sizes(conn, writer.run_id, writer)
             fill_replicas(conn, writer.run_id, gfwhere_cmd, warn_)
             fill_task_io(conn, writer.run_id)
             stored += [d for d in res.details[n_warn0:] if d[1] not in log_warning]   # run-level warnings
@@ -715,132 +285,3 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
             conn.execute("ROLLBACK")
         raise
     return later
-
-
-class LogRows:
-    """One log, reduced to what ingest stores: process dict, files as (fid, flags, path, 50 values), op chunks as
-    (count, packed little-endian bytes), complete flag, error text, FILE records the reader kept out."""
-    __slots__ = ("proc", "files", "ops", "complete", "error", "kept_out", "gaps", "task_source")
-
-    def __init__(self, proc, files, ops, complete, error, kept_out=0):
-        self.proc, self.files, self.ops, self.complete, self.error = proc, files, ops, complete, error
-        self.kept_out = kept_out
-        self.gaps = ()              # capture gaps (kind, fid or None, detail) of a Darshan log
-        self.task_source = None     # where a Darshan log's task and stage came from
-
-
-def read_rows(path: str, max_log_bytes: int = MAX_LOG_BYTES) -> tuple["LogRows | None", "lf.LogError | None"]:
-    """Fast path (db/fastlog.py) for complete logs, the reference reader (valid prefix + error) otherwise.
-    OSError (lf.NotALogFile for a symlink, FIFO, device or oversized file) when the file cannot be read."""
-    return rows_from_bytes(lf.read_bytes(path, max_log_bytes), path)
-
-
-def rows_from_bytes(buf: bytes, path: str) -> tuple["LogRows | None", "lf.LogError | None"]:
-    """read_rows on a log's content already in memory."""
-    pr = fastlog.parse(buf)
-    if pr is not None:
-        return LogRows(fastlog.proc_dict(pr), pr.files, pr.ops, True, None), None
-    log = lf.parse(buf, path) if buf else lf.MtcLog(path=path, error=lf.LogError("empty file", 0, path))
-    if log.error is None and not log.complete:
-        log.error = lf.LogError("incomplete log", len(buf), path)
-    if log.error is None and log.kept_out:       # the log's one error: its first record kept out
-        log.error = log.kept_out[0]
-    if not log.process or "pid" not in log.process or "start_ns" not in log.process:
-        return None, log.error
-    # a counter an older format version lacks (seeks_end before version 3) is 0
-    files = [(f["id"], _flag_int(f["flags"]), f["path"],
-              [f.get(c, 0) for c in lf.COUNTERS] + f["hist_read"] + f["hist_write"]) for f in log.files]
-    ops = []
-    if getattr(log, "ops_raw", None) is None:
-        if len(log.ops):
-            ops.append((len(log.ops), np.ascontiguousarray(log.ops, dtype=lf.OP_DTYPE).tobytes()))
-    else:
-        for bo, raw in log.ops_raw:
-            if bo != "<":       # stored little-endian
-                raw = np.frombuffer(raw, dtype=lf.op_dtype(bo)).astype(lf.OP_DTYPE).tobytes()
-            if raw:
-                ops.append((len(raw) // lf.OP_SIZE, raw))
-    err = f"{log.error.reason} at byte offset {log.error.offset}" if log.error is not None else None
-    # a log with an error (bytes after its END, records kept out) is not the whole record of its process
-    return LogRows(log.process, files, ops, log.complete and log.error is None, err, len(log.kept_out)), log.error
-
-
-def _read(path: str, max_log_bytes: int = MAX_LOG_BYTES):
-    """(rows or None, None or the log's one warning (message, path, offset)).  Messages never quote the file's
-    content (it may be any binary), only the reader's reason and the offset."""
-    shown = readable(path)
-    try:
-        rows, err = read_rows(path, max_log_bytes)
-    except OSError as e:
-        return None, (f"{shown}: cannot read ({readable(e.strerror or type(e).__name__)}); skipped", path, 0)
-    except Exception as e:     # a reader bug must not lose the run: the log is skipped, the reason named
-        return None, (f"{shown}: unreadable log (internal reader error {type(e).__name__}); skipped", path, 0)
-    if err is None:
-        return rows, None
-    if rows is None:
-        return None, (f"{shown}: {err.reason} at byte offset {err.offset}; no process record, skipped", path,
-                      err.offset)
-    if isinstance(err, lf.KeptOut):
-        more = f" (and {rows.kept_out - 1} more like it)" if rows.kept_out > 1 else ""
-        return rows, (f"{shown}: {err.reason} at byte offset {err.offset}{more}; kept out, the rest of the log kept",
-                      path, err.offset)
-    more = f"; {rows.kept_out} file records with unknown counts kept out" if rows.kept_out else ""
-    return rows, (f"{shown}: {err.reason} at byte offset {err.offset}; its valid records before it were kept{more}",
-                  path, err.offset)
-
-
-# ---- CLI -----------------------------------------------------------------------------------------------------------
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = exit_table({1: "failed: --strict and a log is truncated, corrupt or unreadable (nothing stored); "
-                              "the disk is full or read-only",
-                           2: "bad input: bad options, LOGDIR missing or without one readable log (no db is "
-                              "created), --db not a SQLite store, --from darshan without mtcio[darshan]"})
-    p.add_argument("logdir", metavar="LOGDIR", help="folder with the run's *.mtclog files (searched recursively); "
-                                                  "with --from darshan: *.darshan files, or one such log")
-    p.add_argument("--from", dest="source", choices=("mtcprof", "darshan"), default="mtcprof",
-                   help="what wrote the logs: mtcprof's shim (default) or Darshan (needs mtcio[darshan]; task and "
-                        "stage from the plugin's mtcprof-task.env, else the log folder, else the executable)")
-    p.add_argument("--db", required=True, help="SQLite store (created if missing)")
-    p.add_argument("--run", help="run name (default: the logs' MTCPROF_RUN, else the folder's name)")
-    p.add_argument("--strict", action="store_true",
-                   help="store nothing and exit 1 when any log is truncated, corrupt or unreadable")
-    p.add_argument("--gfwhere-cmd", default="auto",
-                   help="command that prints replica hosts, e.g. \"mtcbed exec mtc-node1 -- gfwhere\" "
-                        "(default: gfwhere when Gfarm is configured; 'none' to skip)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-
-
-def main(args: argparse.Namespace) -> int:
-    cmd = None if args.gfwhere_cmd in ("none", "") else args.gfwhere_cmd
-    try:
-        res = ingest(args.db, args.logdir, run=args.run, strict=args.strict, gfwhere_cmd=cmd,
-                     progress=False if args.no_progress else None, source=args.source)
-    except (IngestError, store.StoreError, darshan_log.NoDarshan) as e:
-        print(f"mtcprof ingest: {e}", file=sys.stderr)
-        return 1 if isinstance(e, store.DiskError) else 2
-    except (sqlite3.OperationalError, OSError) as e:       # the disk filled up, or went read-only, while writing
-        words = write_errors.disk_words(args.db, e)
-        if words is None:
-            raise
-        print(f"mtcprof ingest: {words}; the run being ingested was not stored (runs stored before it are kept)",
-              file=sys.stderr)
-        return 1
-    if not res.committed:
-        print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings); --strict: nothing stored",
-              file=sys.stderr)
-        return 1
-    if not res.runs:
-        print(f"mtcprof ingest: none of the {res.bad_logs} logs under {readable(args.logdir)} has a process record: "
-              f"nothing stored", file=sys.stderr)
-        return 2
-    for name, c in res.runs.items():
-        print(f"run {readable(name)}: {c['logs_added']} logs added ({c['logs_skipped']} already present), "
-              f"{c.get('tasks', 'unchanged')} tasks, {c['file_access']} file records, {c['ops']} ops",
-              file=sys.stderr)
-        if c.get("task_sources"):
-            print(f"run {readable(name)}: task and stage from " + ", ".join(
-                f"{src} ({n} logs)" for src, n in sorted(c["task_sources"].items())), file=sys.stderr)
-    if res.bad_logs:
-        print(f"mtcprof ingest: {res.bad_logs} truncated or corrupt logs (see warnings)", file=sys.stderr)
-    return 0

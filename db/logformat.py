@@ -60,6 +60,7 @@ OP_SIZE = 48
 _PROC_U64 = tuple(i for i, c in enumerate(_PROC_FMT) if c == "Q")
 I64_MAX = (1 << 63) - 1      # larger counters and times do not fit SQLite's INTEGER: only a damaged log has them
 MAX_LOG_BYTES = 1 << 30      # read_log refuses larger files (the shim's default op trace cap gives <= 192 MiB)
+SMALL_READ = 1 << 16         # read_bytes reads a file up to this size in one call
 # smallest payload of each record type (v1 FILE: 24); a shorter record is corrupt, not read past its end
 _MIN_LEN = {R_PROC: PROC_SIZE, R_STR: 8, R_FILE: 32, R_OPS: 8, R_DIR: 8, R_END: 8}
 
@@ -124,9 +125,10 @@ def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES) -> bytes
             raise NotALogFile(errno.EINVAL, "not a regular file (%s)" % _kind(st.st_mode), os.fspath(path))
         if st.st_size > max_bytes:
             raise NotALogFile(errno.EFBIG, "larger than %d bytes (%d)" % (max_bytes, st.st_size), os.fspath(path))
-        head = os.read(fd, HEADER_SIZE)
+        # a small file in one read (most logs are ~1 KB); a larger one only after its header says it is a log
+        head = os.read(fd, st.st_size if st.st_size <= SMALL_READ else HEADER_SIZE)
         if len(head) < HEADER_SIZE or head[:len(MAGIC)] != MAGIC:
-            return head             # not a log (or all of a tiny file): the reader rejects it from these bytes
+            return head[:HEADER_SIZE]   # not a log (or all of a tiny file): the reader rejects it from these bytes
         chunks, left = [head], st.st_size - len(head)
         while left > 0:                          # never past the size fstat gave (a growing file is cut there)
             b = os.read(fd, min(left, 1 << 26))

@@ -16,7 +16,7 @@ from mtcio.helptext import HelpFormatter, add_version
 _MTCPROF_SUBCOMMANDS = {
     "run": ("mtcio.preload.run", "run a command under the I/O tracing shim (one log per process)"),
     "dump": ("mtcio.db.dump", "print shim logs as JSON lines"),
-    "ingest": ("mtcio.db.ingest", "load a run's shim logs into the SQLite store (tasks, files, locality)"),
+    "ingest": ("mtcio.db.ingest_cli", "load a run's shim logs into the SQLite store (tasks, files, locality)"),
     "model": ("mtcio.db.model", "write the per-stage workflow model (YAML) the predictor reads, of a traced run "
                                  "or a WfFormat instance"),
     "report": ("mtcio.db.report", "write a self-contained HTML report of a run (stages, locality, files, timeline)"),

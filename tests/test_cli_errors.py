@@ -227,8 +227,8 @@ def test_printable_escapes_binary():
 # The libraries the fast paths must not import, checked in a fresh interpreter: a tracing workflow starts every
 # task through `mtcprof run` (and, on the testbed, `mtcbed exec`); --help builds one parser, imports no library.
 HEAVY = ("numpy", "pandas", "yaml", "matplotlib")
-OTHERS = ("mtcio.db.ingest", "mtcio.db.model", "mtcio.db.report", "mtcio.db.export_chrome", "mtcio.testbed.bed",
-          "mtcio.envelope.measure")
+OTHERS = ("mtcio.db.ingest", "mtcio.db.ingest_cli", "mtcio.db.model", "mtcio.db.report", "mtcio.db.export_chrome",
+          "mtcio.testbed.bed", "mtcio.envelope.measure")
 PROBE = ("import sys; {call}\nprint(sorted(m for m in {mods!r} if m in sys.modules and "
          "type(sys.modules[m]).__name__ == 'module'))")
 

@@ -18,6 +18,7 @@ import pytest
 
 from mtcio.db import darshan_log
 from mtcio.db import ingest as ing
+from mtcio.db import ingest_writer
 from mtcio.db.api import Store
 
 MTCPROF = [sys.executable, "-c", "import sys; from mtcio.cli import mtcprof; sys.exit(mtcprof())"]
@@ -269,3 +270,27 @@ def test_without_pydarshan_one_line_naming_the_extra_exit_2(tmp_path):
     assert r.stderr.splitlines() == ["mtcprof ingest: reading Darshan logs needs PyDarshan: "
                                      "pip install 'mtcio[darshan]'"]
     assert not (tmp_path / "x.db").exists()
+
+
+def test_small_batches_store_the_same_gaps_and_count_each_log_once(examples, tmp_path, monkeypatch):
+    """The batched writer's other path for Darshan rows: a batch breaking the process key (a log given twice)
+    redone log by log keeps every capture gap once and counts each log's task source once."""
+    logs = tmp_path / "logs"
+    shutil.copytree(os.path.dirname(os.path.dirname(next(iter(examples["logs"].values())))), logs)
+    first = sorted(examples["logs"].values())[0]
+    (logs / "again").mkdir()
+    shutil.copy(first, logs / "again" / os.path.basename(first))
+    monkeypatch.setattr(ingest_writer, "BATCH", 2)
+    db = tmp_path / "small.db"
+    res = ing.ingest(str(db), str(logs), run="ex", gfwhere_cmd=None, warn=lambda m: None, source="darshan")
+    n = len(examples["logs"])
+    assert (res.runs["ex"]["logs_added"], res.runs["ex"]["logs_skipped"]) == (n, 1)
+    assert res.runs["ex"]["task_sources"] == {"log folder": n}      # the copy skipped as stored is not counted
+    gaps = "SELECT p.log_path, g.fid, g.kind, g.detail FROM capture_gaps g JOIN processes p ON p.id = g.process_id"
+    big = sqlite3.connect(examples["db"])
+    want = Counter((os.path.basename(r[0]),) + r[1:] for r in big.execute(gaps))
+    big.close()
+    con = sqlite3.connect(db)
+    assert Counter((os.path.basename(r[0]),) + r[1:] for r in con.execute(gaps)) == want
+    assert con.execute("SELECT count(*) FROM capture_gaps").fetchone()[0] == sum(want.values()) > n
+    con.close()

@@ -15,6 +15,9 @@ import struct
 import pytest
 
 from mtcio.db import ingest as ing
+from mtcio.db import ingest_read
+from mtcio.db import ingest_tasks
+from mtcio.db import ingest_writer
 from mtcio.db import logformat as lf
 from mtcio.db import store
 from mtcio.preload.testing import log_paths, prog, run
@@ -38,7 +41,7 @@ def real_logs(tmp_path_factory):
 
 
 class Harness:
-    """Each mutant through what ingest does with one log (ingest.rows_from_bytes, then _RunWriter, tasks, sizes,
+    """Each mutant through what ingest does with one log (ingest_read.rows_from_bytes, then RunWriter, tasks, sizes,
     task I/O), each in a run of its own inside a savepoint that is rolled back: thousands per second."""
 
     def __init__(self, db):
@@ -49,7 +52,7 @@ class Harness:
     def one(self, buf: bytes):
         self.n += 1
         name = f"/fuzz/m{self.n}.mtclog"
-        rows, err = ing.rows_from_bytes(buf, name)
+        rows, err = ingest_read.rows_from_bytes(buf, name)
         if err is not None:
             assert isinstance(err.offset, int) and 0 <= err.offset <= len(buf), (err.offset, len(buf))
             self.warned += 1
@@ -59,13 +62,13 @@ class Harness:
         c = self.conn
         c.execute("SAVEPOINT m")
         rid = store.get_or_create_run(c, f"m{self.n}", "trace")
-        w = ing._RunWriter(c, rid)
+        w = ingest_writer.RunWriter(c, rid)
         w.add(name, rows)
         w.add(name, rows)                   # the same log twice: stored once
         w.flush()
-        ing.build_tasks(c, rid)
-        ing.fill_sizes(c, rid)
-        ing.fill_task_io(c, rid)
+        ingest_tasks.build_tasks(c, rid)
+        ingest_writer.fill_sizes(c, rid)
+        ingest_tasks.fill_task_io(c, rid)
         n_proc = c.execute("SELECT count(*) FROM processes WHERE run_id = ?", (rid,)).fetchone()[0]
         n_fa = c.execute("SELECT count(*) FROM file_access fa JOIN processes p ON p.id = fa.process_id "
                          "WHERE p.run_id = ?", (rid,)).fetchone()[0]
@@ -81,7 +84,7 @@ class Harness:
 def test_truncation_and_deletion_at_every_offset(real_logs, tmp_path):
     h = Harness(tmp_path / "f.db")
     path, full = max(real_logs.items(), key=lambda kv: len(kv[1]))
-    ref, err = ing.rows_from_bytes(full, path)
+    ref, err = ingest_read.rows_from_bytes(full, path)
     assert err is None and len(ref.files) >= 10 and sum(c for c, _ in ref.ops) > 10
     for i in range(len(full)):
         rows, err = h.one(full[:i])
@@ -170,7 +173,7 @@ def test_ingest_of_a_folder_of_damaged_logs(real_logs, tmp_path):
         damaged[f"z-flip{k}.mtclog"] = bytes(b)
     for name, b in damaged.items():
         (logs / name).write_bytes(b)
-    bad = {n for n, b in damaged.items() if ing.rows_from_bytes(b, n)[1] is not None}
+    bad = {n for n, b in damaged.items() if ingest_read.rows_from_bytes(b, n)[1] is not None}
     assert cut <= bad                        # (a flip inside a counter or a name is not damage a reader can see)
     got = []
     db = tmp_path / "x.db"
@@ -186,6 +189,7 @@ def test_ingest_of_a_folder_of_damaged_logs(real_logs, tmp_path):
     dup = c.execute("SELECT count(*) FROM (SELECT 1 FROM processes GROUP BY run_id, host_id, pid, start_ns "
                     "HAVING count(*) > 1)").fetchone()[0]
     assert dup == 0
+    assert c.execute("PRAGMA foreign_key_check").fetchall() == []     # a replaced copy's rows went with it
     for p in real_logs:                      # every intact log is in, complete (it replaced a damaged copy)
         row = c.execute("SELECT log_complete FROM processes WHERE log_path = ?",
                         (str(logs / os.path.basename(p)),)).fetchone()
@@ -201,7 +205,7 @@ def test_ingest_of_a_folder_of_damaged_logs(real_logs, tmp_path):
 def test_version1_log_every_offset_and_flips(tmp_path):
     """The same on a version-1 log (other FILE layout, 64-bit values): the reference reader's path."""
     full = open(os.path.join(os.path.dirname(__file__), "fixtures", "shim", "scripted-v1.mtclog"), "rb").read()
-    ref, err = ing.rows_from_bytes(full, "v1")
+    ref, err = ingest_read.rows_from_bytes(full, "v1")
     assert err is None and len(ref.files) == 10
     h = Harness(tmp_path / "f.db")
     for i in range(len(full)):

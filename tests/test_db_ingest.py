@@ -9,6 +9,9 @@ import pytest
 
 from mtcio.db import gfarm
 from mtcio.db import ingest as ing
+from mtcio.db import ingest_logs
+from mtcio.db import ingest_replicas
+from mtcio.db import ingest_writer
 from mtcio.db import logformat as lf
 from mtcio.db import store
 from mtcio.db.api import Store
@@ -128,6 +131,56 @@ def test_idempotent_and_incremental(tmp_path):
     assert sorted(Store(db).tasks("R")["name"]) == ["t1", "t2", "t3", "t4"]
 
 
+def _tables(db):
+    c = sqlite3.connect(db)
+    out = {t: c.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
+           for t in ("hosts", "tasks", "processes", "files", "file_access", "ops")}
+    c.close()
+    return out
+
+
+def test_small_batches_and_a_small_file_cache_store_the_same(tmp_path, monkeypatch):
+    """The writer's other paths: a batch breaking the process key redone log by log (a log repeated, a re-ingest),
+    file ids looked up in the db once the cache restarted."""
+    d, logs = make_run(tmp_path)
+    big, small = tmp_path / "big.db", tmp_path / "small.db"
+    ing.ingest(str(big), str(logs), gfwhere_cmd=None, warn=quiet)
+    n = len(log_paths(str(logs)))
+    copy = logs / "again"
+    copy.mkdir()
+    first = log_paths(str(logs))[0]
+    (copy / os.path.basename(first)).write_bytes(open(first, "rb").read())      # one log given twice
+    monkeypatch.setattr(ingest_writer, "BATCH", 2)
+    monkeypatch.setattr(ingest_writer, "FILE_CACHE", 1)
+    res = ing.ingest(str(small), str(logs), gfwhere_cmd=None, warn=quiet)
+    assert (res.runs["R"]["logs_added"], res.runs["R"]["logs_skipped"]) == (n, 1)
+    res = ing.ingest(str(small), str(logs), gfwhere_cmd=None, warn=quiet)
+    assert (res.runs["R"]["logs_added"], res.runs["R"]["logs_skipped"]) == (0, n + 1)
+    a, b = _tables(big), _tables(small)
+    for db in (big, small):         # ingest writes with foreign keys off: every row's parents are there all the same
+        c = sqlite3.connect(db)
+        assert c.execute("PRAGMA foreign_key_check").fetchall() == []
+        c.close()
+    c = sqlite3.connect(small)
+    log_path = [r[1] for r in c.execute("PRAGMA table_info(processes)")].index("log_path")   # whichever copy came first
+    c.close()
+    assert [r[:log_path] + r[log_path + 1:] for r in a["processes"]] == \
+        [r[:log_path] + r[log_path + 1:] for r in b["processes"]]
+    assert {t: v for t, v in a.items() if t != "processes"} == {t: v for t, v in b.items() if t != "processes"}
+
+
+def test_logs_listed_in_path_order_across_folders(tmp_path):
+    for p in ("a/x", "a/b/y", "a/z", "a/b0/q", "a-b/r", "c", "a/.hidden", "a/b/.tmp"):
+        f = tmp_path / (p + ".mtclog")
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(b"")
+    (tmp_path / "a" / "notes.txt").write_text("x")
+    got = list(ingest_logs.find_logs(str(tmp_path)))
+    assert [os.path.relpath(p, tmp_path) for p in got] == \
+        ["a-b/r.mtclog", "a/b/y.mtclog", "a/b0/q.mtclog", "a/x.mtclog", "a/z.mtclog", "c.mtclog"]
+    assert len(ingest_logs.find_logs(str(tmp_path))) == 6 and ingest_logs.find_logs(str(tmp_path))[3] == got[3]
+
+
 def test_run_name_override_and_several_runs(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -219,15 +272,15 @@ def test_failure_midway_leaves_no_half_run(tmp_path, monkeypatch):
     db = tmp_path / "x.db"
     store.connect(db).close()
     n = {"k": 0}
-    real = ing._RunWriter.add
+    real = ingest_writer.RunWriter.add
 
     def boom(self, path, log):
         n["k"] += 1
         if n["k"] == 3:
             raise KeyboardInterrupt
         return real(self, path, log)
-    monkeypatch.setattr(ing._RunWriter, "add", boom)
-    monkeypatch.setattr(ing, "BATCH", 1)             # rows of the first logs were already INSERTed
+    monkeypatch.setattr(ingest_writer.RunWriter, "add", boom)
+    monkeypatch.setattr(ingest_writer, "BATCH", 1)             # rows of the first logs were already INSERTed
     with pytest.raises(KeyboardInterrupt):
         ing.ingest(str(db), str(logs), gfwhere_cmd=None, warn=quiet)
     c = sqlite3.connect(db)
@@ -270,12 +323,12 @@ def test_gfarm_paths_and_locality_with_fake_gfwhere(tmp_path):
     """Mount mapping and locality arithmetic (the real gfwhere on a real Gfarm: tests/test_db_testbed.py)."""
     # a process whose gfarm_mounts says /tmp/.../mnt is a gfarm2fs mount: fake it by editing nothing -- instead use
     # gfarm_path_of directly and a hand-made files table through the real ingest of a log pretending the host
-    assert ing.gfarm_path_of("/mnt/g/a/b", ["/mnt/g"]) == "/a/b"
-    assert ing.gfarm_path_of("/mnt/g", ["/mnt/g"]) == "/"
-    assert ing.gfarm_path_of("/mnt/gx/a", ["/mnt/g"]) is None
-    assert ing.gfarm_path_of("/mnt/g/h/a", ["/mnt/g", "/mnt/g/h"]) == "/a"
-    assert ing.gfarm_path_of("gfarm:///x/y", []) == "/x/y"
-    assert ing.gfarm_path_of("gfarm://meta:601/x/y", []) == "/x/y"
+    assert ingest_writer.gfarm_path_of("/mnt/g/a/b", ["/mnt/g"]) == "/a/b"
+    assert ingest_writer.gfarm_path_of("/mnt/g", ["/mnt/g"]) == "/"
+    assert ingest_writer.gfarm_path_of("/mnt/gx/a", ["/mnt/g"]) is None
+    assert ingest_writer.gfarm_path_of("/mnt/g/h/a", ["/mnt/g", "/mnt/g/h"]) == "/a"
+    assert ingest_writer.gfarm_path_of("gfarm:///x/y", []) == "/x/y"
+    assert ingest_writer.gfarm_path_of("gfarm://meta:601/x/y", []) == "/x/y"
     assert gfarm.parse_gfwhere("/a:\nh1 h2\n\n/b:\nh3\n\n", ["/a", "/b"]) == {"/a": ["h1", "h2"], "/b": ["h3"]}
     assert gfarm.parse_gfwhere("/a:\n\th1\n\n\n/b:\n\th3\n", ["/a", "/b"]) == {"/a": ["h1"], "/b": ["h3"]}
     assert gfarm.parse_gfwhere("h2 h1\n", ["/a"]) == {"/a": ["h1", "h2"]}
@@ -289,7 +342,36 @@ def test_gfarm_paths_and_locality_with_fake_gfwhere(tmp_path):
     fake = tmp_path / "gfwhere"
     fake.write_text(FAKE_GFWHERE % table)
     fake.chmod(0o755)
-    found, errors = ing.resolve_replicas(["/a", "/b", "/c"], [str(fake)])
+    found, errors = ingest_replicas.resolve_replicas(["/a", "/b", "/c"], [str(fake)])
     assert found == {"/a": ["h1"], "/b": ["h1", "h2"]} and set(errors) == {"/c"}
-    found, errors = ing.resolve_replicas(["/b"], [str(fake)])
+    found, errors = ingest_replicas.resolve_replicas(["/b"], [str(fake)])
     assert found == {"/b": ["h1", "h2"]} and not errors
+
+
+def test_read_locality_and_write_placement_from_replica_hosts(tmp_path):
+    """A folder declared a Gfarm mount (MTCPROF_GFARM_MOUNTS), tasks on two hosts, replicas from the fake gfwhere:
+    each task's local / remote read bytes and files and its locally placed written bytes, by full or short host."""
+    mnt, logs = tmp_path / "mnt", tmp_path / "logs"
+    mnt.mkdir(), logs.mkdir()
+    (mnt / "a").write_bytes(b"x" * 100)
+    (mnt / "b").write_bytes(b"y" * 30)
+    env = {"MTCPROF_GFARM_MOUNTS": str(mnt)}
+    sh = lambda c: ["sh", "-c", c]                      # noqa: E731
+    assert traced(logs, sh(f"cat {mnt}/a {mnt}/b > /dev/null"), "t1", "S", "R", MTCPROF_HOST="h1.example.org",
+                  **env).returncode == 0
+    assert traced(logs, sh(f"cat {mnt}/a > /dev/null; printf 12345 > {mnt}/c"), "t2", "S", "R",
+                  MTCPROF_HOST="h2", **env).returncode == 0
+    table = tmp_path / "table"
+    table.write_text("/a h1\n/b h2 h3\n/c h2\n")
+    fake = tmp_path / "gfwhere"
+    fake.write_text(FAKE_GFWHERE % table)
+    fake.chmod(0o755)
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=[str(fake)], warn=quiet)
+    c = sqlite3.connect(db)
+    got = {r[0]: r[1:] for r in c.execute(
+        "SELECT name, bytes_read_local, bytes_read_remote, files_read_local, files_read_remote, bytes_read_unknown, "
+        "bytes_written_local FROM tasks")}
+    c.close()
+    assert got["t1"][:5] == (100, 30, 1, 1, 0)          # /a on h1 (short name), /b elsewhere
+    assert got["t2"][:4] == (0, 100, 0, 1) and got["t2"][5] == 5     # /c written where its replica is

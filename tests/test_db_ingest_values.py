@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mtcio.db import ingest as ing
+from mtcio.db import ingest_read
 from mtcio.db import logformat as lf
 from mtcio.preload.testing import log_paths, run
 
@@ -55,11 +55,11 @@ def test_an_empty_cpu_clock_string_loses_only_the_clock(tmp_path):
     logs, paths = three_logs(tmp_path)
     victim = paths[1]
     buf = open(victim, "rb").read()
-    assert ing.rows_from_bytes(buf, victim)[0].proc["cpu_clock"]          # the shim writes one
+    assert ingest_read.rows_from_bytes(buf, victim)[0].proc["cpu_clock"]          # the shim writes one
     for name in ("cpu_clock", "sched"):
         buf = with_empty_string(buf, name)
     open(victim, "wb").write(buf)
-    rows, err = ing.rows_from_bytes(buf, victim)
+    rows, err = ingest_read.rows_from_bytes(buf, victim)
     assert err is None and rows.proc["cpu_clock"] == "" and rows.proc["sched"] == ""
     db = tmp_path / "x.db"
     r = ingest_cli(logs, db)
@@ -76,10 +76,10 @@ def test_an_empty_cpu_clock_string_loses_only_the_clock(tmp_path):
 
 def test_clock_strings_of_any_shape_give_no_clock():
     for text in ("", " ", "\t\n", "4", "4 1 2 3", "4 1 2 3 4 5", "x 1 2 3 4", "4 1 2 nan 4", None, "0 1 2 3 4"):
-        assert ing.cpu_clock(text) == (None,) * 5, text
-        assert ing.sched(text) == (None,) * 3, text
-        assert ing.call_wait(text) == (None, None), text
-    assert ing.cpu_clock("4 10 20 12 26") == (4, 10.0, 20.0, 12.0, 26.0)
+        assert ingest_read.cpu_clock(text) == (None,) * 5, text
+        assert ingest_read.sched(text) == (None,) * 3, text
+        assert ingest_read.call_wait(text) == (None, None), text
+    assert ingest_read.cpu_clock("4 10 20 12 26") == (4, 10.0, 20.0, 12.0, 26.0)
 
 
 # ---- FILE records with counts no shim writes ------------------------------------------------------------------------
@@ -110,12 +110,12 @@ def test_file_records_with_counts_no_shim_writes_are_kept_out_with_a_warning(tmp
     offset, its other records are stored, and the process is marked incomplete; the run's other logs are whole."""
     logs, paths = three_logs(tmp_path)
     ok = with_file_record(open(paths[0], "rb").read(), 30, 10)[0]      # the same record with the shim's counts
-    rows, err = ing.rows_from_bytes(ok, paths[0])
+    rows, err = ingest_read.rows_from_bytes(ok, paths[0])
     assert err is None and rows.complete and rows.files[-1][2].endswith("/odd") and rows.files[-1][3][0] == 1
     ref = {}
     for victim, counts in ((paths[0], [(1, 10)]), (paths[1], [(28, 10), (30, 11)])):
         buf = open(victim, "rb").read()
-        ref[victim] = len(ing.rows_from_bytes(buf, victim)[0].files)
+        ref[victim] = len(ingest_read.rows_from_bytes(buf, victim)[0].files)
         offsets = []
         for k, (nc, nb) in enumerate(counts):
             buf, at = with_file_record(buf, nc, nb, fid=999999 - k)
@@ -141,7 +141,7 @@ def test_file_records_with_counts_no_shim_writes_are_kept_out_with_a_warning(tmp
     got = {p: (n, complete) for p, n, complete in c.execute(
         "SELECT p.log_path, count(fa.fid), p.log_complete FROM processes p LEFT JOIN file_access fa "
         "ON fa.process_id = p.id GROUP BY p.id")}
-    n2 = len(ing.rows_from_bytes(open(paths[2], "rb").read(), paths[2])[0].files)
+    n2 = len(ingest_read.rows_from_bytes(open(paths[2], "rb").read(), paths[2])[0].files)
     assert got == {a: (ref[a], 0), b: (ref[b], 0), paths[2]: (n2, 1)}
     assert c.execute("SELECT count(*) FROM files WHERE path LIKE '%/odd'").fetchone()[0] == 0
     assert c.execute("SELECT count(*) FROM ingest_warnings").fetchone()[0] == 2
@@ -181,7 +181,7 @@ def test_task_totals_past_2_63_are_stored_not_fatal(tmp_path, names):
         buf = with_file_record(buf, 30, 10, fid=900000 + k, name=name,
                                values={"opens": 1, "reads": 1, "bytes_read": big})[0]
     open(paths[0], "wb").write(buf)
-    assert ing.rows_from_bytes(buf, paths[0])[1] is None
+    assert ingest_read.rows_from_bytes(buf, paths[0])[1] is None
     r = ingest_cli(logs, tmp_path / "x.db")
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
     c = sqlite3.connect(tmp_path / "x.db")

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from mtcio.db import ingest as ing
+from mtcio.db import ingest_read
 from mtcio.db import workflow_model as wm
 from mtcio.db.api import Store
 from mtcio.db import model
@@ -308,7 +309,7 @@ def test_served_concurrency_is_the_overlap_of_the_io_less_its_cpu_wait():
     ("two 100.50 150.00 101.50 150.80", (None,) * 5),
 ])
 def test_cpu_clock_strings(text, want):
-    assert ing.cpu_clock(text) == want
+    assert ingest_read.cpu_clock(text) == want
 
 
 @pytest.mark.parametrize("text,want", [
@@ -322,7 +323,7 @@ def test_cpu_clock_strings(text, want):
     ("-1 20 3 2500000100 500000020 13", (None,) * 3),
 ])
 def test_sched_strings(text, want):
-    assert ing.sched(text) == want
+    assert ingest_read.sched(text) == want
 
 
 @pytest.mark.parametrize("text,want", [
@@ -334,7 +335,7 @@ def test_sched_strings(text, want):
     ("250000000 12 7", (None, None)),
 ])
 def test_call_wait_strings(text, want):
-    assert ing.call_wait(text) == want
+    assert ingest_read.call_wait(text) == want
 
 
 def test_cpu_wait_from_the_processes_clocks():
