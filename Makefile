@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
 APT_PKGS := gfmd gfsd gfarm-client libgfarm-dev gfarm2fs montage ruby rake sqlite3 iproute2 attr fuse3 \
-            build-essential pkg-config python3-venv openssh-server openssh-client postgresql util-linux procps fio \
+            build-essential pkg-config python3-venv openssh-server openssh-client postgresql util-linux procps fio stress-ng \
             chromium
 # C parts: each folder with a Makefile builds into its own build/.
 C_DIRS := $(wildcard preload envelope/engine)
