@@ -162,6 +162,8 @@ def generate(recipe: str, num_tasks: int, seed: int = 1, save_dir: str | None = 
     if cls_name is None:
         raise InstanceError(f"unknown recipe {recipe!r} (one of: {', '.join(sorted(RECIPES))})")
     cls = getattr(wfrecipes, cls_name)
+    import logging
+    logging.getLogger("wfcommons").setLevel(logging.WARNING)    # its per-instance INFO lines
     random.seed(seed)
     np.random.seed(seed)
     try:
