@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import re
 from dataclasses import dataclass, field
 
 RECIPES = {"blast": "BlastRecipe", "bwa": "BwaRecipe", "cycles": "CyclesRecipe", "epigenomics": "EpigenomicsRecipe",
@@ -180,7 +178,3 @@ def generate(recipe: str, num_tasks: int, seed: int = 1, save_dir: str | None = 
         inst = load(str(path))
     inst.name = f"{recipe}-{num_tasks}"
     return inst
-
-
-def safe_name(name: str) -> str:
-    return re.sub(r"[^0-9A-Za-z_.-]", "_", name)

@@ -10,7 +10,8 @@ not read).  Per target (recipe x size x hosts) and stage: predicted, both runs' 
 as --validate measures it), the error against their mean, the runs' spread (max - min) / mean; median and p90
 of |error| over the stages, the whole workflow's summed I/O time error.  Beside it the same-configuration
 baseline: the target's first run's own model predicting its second.  (a), the prediction from the instance alone
-(`mtcpredict instance.json`), is added when this mtcpredict has it (--from-instance), else reported as not run.
+(`mtcpredict instance.json`), is not run by this version: the command is built elsewhere (issue 53); each
+prepared folder's instance.json is the instance as run, ready for it.
 
     python tests/bench/wfbench_predict.py [--recipes blast,epigenomics,1000genome] [--sizes 50,200]
                                           [--hosts 2,4] [--repeat 2] [--footprint-mb 100] [--keep DIR]
