@@ -74,3 +74,20 @@ def test_bad_instance_one_line_exit_2(tmp_path, text, says):
                        capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr
+
+
+def test_page_lists_every_target_and_stage(tmp_path):
+    from wfbench_example import page
+    summ = {"median": 12.0, "p90": 40.0, "whole_pct": -3.0, "measured_s": 1.5, "spread_median": 5.0,
+            "spread_p90": 9.0, "baseline_median": 8.0, "baseline_p90": 20.0, "pass": True}
+    state = {"started": "s", "factors": {"blast": 1e-4}, "instance_alone": "not run",
+             "targets": [{"recipe": "blast", "size": 200, "hosts": 2, "traced": ["b50r1", "b50r2"], "summary": summ},
+                         {"recipe": "blast", "size": 50, "hosts": 2, "traced": ["b200r1"]}]}   # not scored: left out
+    rows = [{"target": "blast-200x2", "stage": "cat<&>", "tasks": 1, "pred": 0.5, "runs": [0.4, 0.6], "err": 0.0,
+             "spread": 40.0, "baseline": 1.0}]
+    out = tmp_path / "p.html"
+    page.write(str(out), state, rows)
+    text = out.read_text()
+    assert text.count("<td>blast 200 × 2</td>") == 1 and "blast 50 ×" not in text
+    assert "cat&lt;&amp;&gt;" in text and "<td class=pass>12 %</td>" in text
+    assert oct(out.stat().st_mode & 0o777) == "0o600"
