@@ -24,7 +24,7 @@ $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || /usr/bin/python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	@# -qq: not setuptools' notice that every editable install prints; a failed build is still shown in full
-	$(PY) -m pip install -qq -e '.[test]'
+	$(PY) -m pip install -qq -e '.[test,wfcommons]'
 	@touch $@
 venv: $(VENV)/.stamp
 
@@ -33,7 +33,7 @@ cbuild:
 
 # pytest exits 5 when it collected nothing: an empty suite must not pass.
 test: setup
-	@$(PY) -m pytest -ra $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest -ra --durations=12 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc = 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 demo: setup

@@ -1,6 +1,7 @@
-"""`mtcprof export --db DB --run R --format chrome -o trace.json`: a run as Chrome-trace JSON for Perfetto.
+"""`mtcprof export --db DB --run R [--format chrome|wfformat] -o FILE`: a run as Chrome-trace JSON or WfFormat.
 
-Perfetto (ui.perfetto.dev) and chrome://tracing open it.
+--format chrome (default): Perfetto (ui.perfetto.dev) and chrome://tracing open it.  --format wfformat: a
+WfCommons instance (WfFormat 1.5 or 1.6, --schema-version), db/wfformat_export.py says what goes where.
 
 Trace Event Format, JSON object form ({"traceEvents": [...]}):
   * one process per host (pid 1, 2, ... in host-name order; "M" process_name / process_sort_index events name them),
@@ -26,7 +27,7 @@ import sys
 import numpy as np
 
 from mtcio.db import store as _store
-from mtcio.exitcodes import BAD_INPUT
+from mtcio.exitcodes import BAD_INPUT, exit_table
 
 PROG = "mtcprof export"
 
@@ -157,10 +158,25 @@ def chrome_trace(s, run, with_ops: bool = True) -> dict:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", required=True, help="SQLite store written by mtcprof ingest")
     p.add_argument("--run", required=True, help="run name")
-    p.add_argument("--format", default="chrome", choices=["chrome"],
-                   help="chrome: Trace Event Format JSON (opens in ui.perfetto.dev and chrome://tracing)")
+    p.add_argument("--format", default="chrome", choices=["chrome", "wfformat"],
+                   help="chrome: Trace Event Format JSON (opens in ui.perfetto.dev and chrome://tracing); wfformat: a "
+                        "WfCommons instance (tasks, files, parents/children from the files they wrote and read, "
+                        "category = stage, execution with runtimes, bytes, machines; WRENCH and wfcommons read it)")
+    p.add_argument("--schema-version", choices=["1.5", "1.6"],
+                   help="with --format wfformat: WfFormat version (default 1.5, the one WRENCH reads; 1.6 adds the "
+                        "metrics wfcommons 1.6 writes)")
+    p.add_argument("--files", choices=("auto", "gfarm", "all"), default="auto",
+                   help="with --format wfformat: which files are the instance's (as `mtcprof model --files`: auto = "
+                        "Gfarm files when the run touched any, else all)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="output file ('-' for stdout)")
-    p.add_argument("--no-ops", action="store_true", help="tasks only, even when the op trace exists")
+    p.add_argument("--no-ops", action="store_true", help="chrome: tasks only, even when the op trace exists")
+    p.epilog = (
+        "examples:\n  mtcprof export --db mtc.db --run montage1 -o trace.json\n"
+        "  mtcprof export --db mtc.db --run montage1 --format wfformat -o montage1.json            # WfFormat 1.5\n"
+        "  mtcprof export --db mtc.db --run montage1 --format wfformat --schema-version 1.6 -o m.json\n\n"
+        + exit_table({1: "failed: the output could not be written, or an unexpected error",
+                      2: "bad input: bad options, a db that is missing or not an mtcio db, a --run it does not "
+                         "have or one with no tasks (wfformat)"}))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -168,19 +184,38 @@ def main(args: argparse.Namespace) -> int:
     if not os.path.exists(args.db):
         print(f"{PROG}: {args.db}: no such database", file=sys.stderr)
         return BAD_INPUT
+    wfformat = args.format == "wfformat"
+    if not wfformat and (args.schema_version or args.files != "auto"):
+        print(f"{PROG}: --{'schema-version' if args.schema_version else 'files'} is for --format wfformat",
+              file=sys.stderr)
+        return BAD_INPUT
     try:
-        with Store(args.db, readable=True) as s:
+        # WfFormat keeps exact names (ids are made from their bytes); the Chrome trace shows them readably
+        with Store(args.db, readable=not wfformat) as s:
             try:
                 s.trace_run(args.run)
             except _store.StoreError as e:      # a --run the db does not have (or not a traced one): bad input
                 print(f"{PROG}: {e}", file=sys.stderr)
                 return BAD_INPUT
-            trace = chrome_trace(s, args.run, with_ops=not args.no_ops)
+            if wfformat:
+                from mtcio.db import wfformat_export
+                try:
+                    doc = wfformat_export.instance(s, args.run, args.schema_version or "1.5", args.files)
+                except ValueError as e:          # a run with no tasks
+                    print(f"{PROG}: {e}", file=sys.stderr)
+                    return BAD_INPUT
+                out = wfformat_export.text(doc)
+            else:
+                trace = chrome_trace(s, args.run, with_ops=not args.no_ops)
+                out = None
         if args.output == "-":
-            json.dump(trace, sys.stdout, separators=(",", ":"))
-            sys.stdout.write("\n")
+            if out is None:
+                json.dump(trace, sys.stdout, separators=(",", ":"))
+                sys.stdout.write("\n")
+            else:
+                sys.stdout.write(out)
         else:
-            _store.write_private(args.output, json.dumps(trace, separators=(",", ":")))
+            _store.write_private(args.output, out if out is not None else json.dumps(trace, separators=(",", ":")))
     except BrokenPipeError:     # `-o - | head`: the reader has seen enough; mtcprof's guard ends quietly, exit 0
         raise
     except OSError as e:
@@ -190,6 +225,11 @@ def main(args: argparse.Namespace) -> int:
     except _store.StoreError as e:        # the db or the run given: not an mtcio db, a newer schema...
         print(f"{PROG}: {e}", file=sys.stderr)
         return BAD_INPUT
+    if wfformat:
+        spec = doc["workflow"]["specification"]
+        print(f"{PROG}: run {doc['name']}: WfFormat {doc['schemaVersion']}, {len(spec['tasks'])} tasks, "
+              f"{len(spec['files'])} files -> {args.output}", file=sys.stderr)
+        return 0
     o = trace["otherData"]
     print(f"{PROG}: run {o['run']}: {o['tasks']} tasks, {o.get('ops', 0)} ops -> {args.output}", file=sys.stderr)
     return 0

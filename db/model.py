@@ -1,4 +1,4 @@
-"""`mtcprof model --db DB --run R -o workflow.yaml`: the per-stage workflow model the predictor reads.
+"""`mtcprof model --db DB --run R -o workflow.yaml`, or `--from-wfformat INSTANCE.json`: the workflow model.
 
 The schema is db/workflow_model.py (one loader, used by mtcpredict too); see db/README.md.  The file is written
 mode 0600 (a trace's paths and names are private).  A stage whose processes dropped records at the shim's limits
@@ -371,8 +371,10 @@ def _check_envelope_run(conn, name: str) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", required=True, help="SQLite store")
-    p.add_argument("--run", required=True,
+    from mtcio.db.wfformat_model import HOSTS_WORDS, add_host_arguments
+    from mtcio.exitcodes import exit_table
+    p.add_argument("--db", help="SQLite store (required unless --from-wfformat)")
+    p.add_argument("--run",
                    help="trace run; several (R1,R2,..) of one workflow at other sizes, with --size, make a model that "
                         "scales: every stage's shape is fitted on the size (db/README.md, 'Scaling')")
     p.add_argument("--size", metavar="R1=S1,R2=S2",
@@ -380,11 +382,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "it, `mtcpredict MODEL --at size=S hosts=C` predicts sizes and host counts never traced; "
                         "with one run, fan-out stages' task counts and one-task stages' inputs are taken "
                         "proportional to the size")
-    p.add_argument("-o", "--output", required=True, help="workflow model YAML to write ('-' for stdout)")
+    p.add_argument("-o", "--output", help="workflow model YAML to write ('-' for stdout; the default with "
+                                          "--from-wfformat, else required)")
     p.add_argument("--envelope-run", help="envelope run to record as the default for predictions")
     p.add_argument("--files", choices=("auto", "gfarm", "all"), default="auto",
                    help="which files count: Gfarm files only, all traced files, or auto (Gfarm files when the run "
                         "touched any, else all)")
+    p.add_argument("--from-wfformat", metavar="INSTANCE.json",
+                   help="model a WfFormat instance (WfCommons' JSON, 1.5 or 1.6, recorded or generated) instead of a "
+                        "traced run: stages by task category, 1-to-1 and shared inputs by how many tasks read "
+                        "each file, bytes from file sizes (readBytes where given), α by the placement rule "
+                        "(Gfarm writes locally, a task runs with its largest 1-to-1 input); what the instance does not "
+                        "say is taken by default and listed (x-defaults, stderr)")
+    add_host_arguments(p, HOSTS_WORDS)
+    p.epilog = (
+        "examples:\n  mtcprof model --db mtc.db --run montage1 -o workflow.yaml\n"
+        "  mtcprof model --from-wfformat epigenomics.json --hosts 4 --slots 2 -o epi.yaml\n\n"
+        + exit_table({2: "bad input: bad options, a db or run that is missing or malformed, a WfFormat instance "
+                         "that is not JSON, not WfFormat, of an unknown schemaVersion, with a cycle in "
+                         "parents/children or a negative size"}))
 
 
 def parse_sizes(runs: list[str], spec: str | None) -> list[float] | None:
@@ -435,7 +451,57 @@ def build_scaled(s: Store, runs: list[str], sizes: list[float], scope: str = "au
     return wf
 
 
+def _from_wfformat(args: argparse.Namespace) -> int:
+    from mtcio.db import wfformat, wfformat_model
+    from mtcio.exitcodes import printable
+    for opt, v in (("--db", args.db), ("--run", args.run), ("--size", args.size),
+                   ("--envelope-run", args.envelope_run), ("--files", None if args.files == "auto" else args.files)):
+        if v is not None:
+            print(f"mtcprof model: {opt} models a traced run; --from-wfformat models an instance: give one of them",
+                  file=sys.stderr)
+            return 2
+    try:
+        inst = wfformat.read_instance(args.from_wfformat)
+        hosts, slots = wfformat_model.hosts_and_slots(inst, args.hosts, args.slots)
+        wf, notes = wfformat_model.build(inst, hosts, slots)
+        out = wfformat_model.text(wf, notes)
+    except (wfformat.WfFormatError, ValueError) as e:
+        print(f"mtcprof model: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"mtcprof model: {printable(e.filename or args.from_wfformat)}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    output = args.output or "-"
+    try:
+        if output == "-":
+            sys.stdout.write(out)
+            sys.stdout.flush()
+        else:
+            store.write_private(output, out)
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        print(f"mtcprof model: {printable(e.filename or output)}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    print(f"mtcprof model: {printable(args.from_wfformat)}: WfFormat {inst.version}, {len(inst.tasks)} tasks, "
+          f"{len(wf.stages)} stages on {hosts} hosts x {slots} slots -> {output}", file=sys.stderr)
+    print(f"mtcprof model: α by the placement rule: {wfformat_model.PLACEMENT}", file=sys.stderr)
+    for n in notes:
+        print(f"mtcprof model: default: {n}", file=sys.stderr)
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "from_wfformat", None) is not None:     # (a Namespace built by hand may lack the new options)
+        return _from_wfformat(args)
+    if getattr(args, "hosts", None) is not None or getattr(args, "slots", None) is not None:
+        print("mtcprof model: --hosts and --slots are for --from-wfformat (a traced run has its own)", file=sys.stderr)
+        return 2
+    missing = [o for o, v in (("--db", args.db), ("--run", args.run), ("-o/--output", args.output)) if v is None]
+    if missing:
+        print(f"mtcprof model: the following arguments are required: {', '.join(missing)} (or --from-wfformat "
+              "INSTANCE.json)", file=sys.stderr)
+        return 2
     try:
         runs = [r for r in args.run.split(",")] if "," in args.run else [args.run]
         if len(set(runs)) != len(runs) or not all(runs):

@@ -102,7 +102,7 @@ def make_logdir(bed: Bed) -> str:
     return d
 
 
-def _launchers(bed: Bed, hosts: list, shift: int = 0) -> tuple[str, str, str]:
+def host_launchers(bed: Bed, hosts: list, shift: int = 0) -> tuple[str, str, str]:
     """(folder, launcher template, mount template) running the task placed on hosts[i] on hosts[i + shift] (with
     a shift, each host's mount is a symlink to that host's): a shell script per host doing what `mtcbed exec` does
     (enter the host's namespaces as the testbed user, with its Gfarm config) in ~3 ms instead of a ~30 ms Python
@@ -147,7 +147,7 @@ def run_workflow(bed: Bed, top: str, hosts: list, *, run: str, db: str, logdir: 
     if placement == "none":
         hosts = hosts[:1]
         slots = slots * len(bed.hosts)
-    shift_dir, launcher, mount = _launchers(bed, hosts, 1 if placement == "against" else 0)
+    shift_dir, launcher, mount = host_launchers(bed, hosts, 1 if placement == "against" else 0)
     # Gfarm's clients (placement's gfwhere+gfls, ingest's gfwhere) through a host's launcher script too
     env.update(MTCPROF_LAUNCHER=launcher, MTCPROF_MOUNT=mount, MTCPROF_GFARM_CMD=launcher.replace("{host}", hosts[0]))
     env["MTCPROF_HOSTS"] = " ".join(f"{h}:{slots}" for h in hosts)

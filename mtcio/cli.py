@@ -17,9 +17,11 @@ _MTCPROF_SUBCOMMANDS = {
     "run": ("mtcio.preload.run", "run a command under the I/O tracing shim (one log per process)"),
     "dump": ("mtcio.db.dump", "print shim logs as JSON lines"),
     "ingest": ("mtcio.db.ingest", "load a run's shim logs into the SQLite store (tasks, files, locality)"),
-    "model": ("mtcio.db.model", "write the per-stage workflow model (YAML) the predictor reads"),
+    "model": ("mtcio.db.model", "write the per-stage workflow model (YAML) the predictor reads, of a traced run "
+                                 "or a WfFormat instance"),
     "report": ("mtcio.db.report", "write a self-contained HTML report of a run (stages, locality, files, timeline)"),
-    "export": ("mtcio.db.export_chrome", "export a run as Chrome-trace JSON for Perfetto / chrome://tracing"),
+    "export": ("mtcio.db.export_chrome", "export a run as Chrome-trace JSON (Perfetto) or as a WfFormat instance "
+                                         "(WfCommons, WRENCH)"),
     "plugin-path": ("mtcio.pwrake_plugin.plugin_path", "print where the Rake/Pwrake tracing plugin is (for -I / -r)"),
     "pwrake-import": ("mtcio.db.pwrake_import", "import Pwrake's own profile (task.csv, command.csv) next to a traced run"),
 }

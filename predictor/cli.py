@@ -12,7 +12,9 @@ from mtcio.helptext import HelpFormatter, add_version
 
 EXIT_CODES = exit_table({1: "failed: an output (--out, the --validate db) could not be written",
                          2: "bad input: bad options; a workflow model, envelope or --validate run that is "
-                            "missing, malformed or does not fit the model"})
+                            "missing, malformed or does not fit the model; a WfFormat instance that is not JSON, "
+                            "not WfFormat, of an unknown schemaVersion, with a cycle in parents/children or a "
+                            "negative size"})
 
 EPILOG = """\
 variants:
@@ -41,6 +43,7 @@ examples:
   mtcpredict scaled.yaml --at size=100 hosts=8 --tasks-from graph100.txt        # graph: rake -P at that size
   mtcpredict scaled.yaml --what-if size=64,100,400 hosts=4,8,16                   # where the bottleneck moves
   mtcpredict workflow.yaml --variant refined --refine=-io_overlap,-metadata --json
+  mtcpredict epigenomics.json --hosts 4 --slots 2                               # a WfFormat instance
 
 """
 
@@ -55,7 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mtcpredict", formatter_class=HelpFormatter, epilog=EPILOG + "\n" + EXIT_CODES,
         description="Predict each stage's I/O time (read, write, metadata) of a workflow model from a measured MTC "
                     "envelope, attribute it to its bottleneck, and optionally validate it against a traced run.")
-    p.add_argument("workflow", metavar="WORKFLOW.yaml", nargs="?", help="workflow model (`mtcprof model` writes one)")
+    p.add_argument("workflow", metavar="WORKFLOW.yaml", nargs="?",
+                   help="workflow model (`mtcprof model` writes one), or a WfFormat instance (WfCommons' JSON, 1.5 or "
+                        "1.6: a file ending in .json or starting with '{'), modelled as `mtcprof model "
+                        "--from-wfformat` does, on --hosts and --slots")
     p.add_argument("--envelope", metavar="DB[:NAME]|FILE.yaml|FILE.csv", action="append",
                    help="envelope to predict from: a db (its latest envelope run, or NAME), or an `mtcenvelope "
                         "export` file (default: the envelope run the workflow model names, `mtcprof model "
@@ -105,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "filesize=xF|BYTES,.. tasks=xF|N,.. (every combination)")
     p.add_argument("--out", metavar="DIR", help="write prediction.json, PNG maps and report.html into DIR (with --at, "
                                                 "also model-at.yaml: the model instantiated there)")
+    from mtcio.db.wfformat_model import HOSTS_WORDS, add_host_arguments
+    add_host_arguments(p, HOSTS_WORDS)
     p.add_argument("--json", action="store_true", help="print everything as JSON on stdout instead of the table")
     p.add_argument("--bootstrap", type=int, default=100, metavar="N",
                    help=f"envelope resamples for the 90%% intervals (default 100, at most {MAX_BOOTSTRAP:,}; 0: no "
@@ -158,10 +166,28 @@ def _run(a) -> int:
         return _fail("--calibrate corrects the refined variant: give --variant refined or all")
     if a.tasks_from and not a.at:
         return _fail("--tasks-from is the target's task graph: give it with --at size=S")
-    try:
-        wf = load(a.workflow)
-    except ModelError as e:
-        return _fail(str(e))
+    if _is_wfformat(a.workflow):
+        from mtcio.db import wfformat, wfformat_model
+        try:
+            inst = wfformat.read_instance(a.workflow)
+            hosts, slots = wfformat_model.hosts_and_slots(inst, a.hosts, a.slots)
+            wf, notes = wfformat_model.build(inst, hosts, slots)
+        except (wfformat.WfFormatError, ValueError) as e:
+            return _fail(str(e))
+        except OSError as e:
+            return _fail(f"{printable(a.workflow)}: {e.strerror or e}")
+        print(f"mtcpredict: {printable(a.workflow)}: WfFormat {inst.version} instance, {len(inst.tasks)} tasks in "
+              f"{len(wf.stages)} stages, on {hosts} hosts x {slots} slots; α by the placement rule: "
+              f"{wfformat_model.PLACEMENT}", file=sys.stderr)
+        for n in notes:
+            print(f"mtcpredict: default: {n}", file=sys.stderr)
+    elif a.hosts is not None or a.slots is not None:
+        return _fail("--hosts and --slots are for a WfFormat instance; a workflow model's hosts: --what-if hosts=N")
+    else:
+        try:
+            wf = load(a.workflow)
+        except ModelError as e:
+            return _fail(str(e))
     scaled = None
     if wf.scaling is not None:     # (model, the size, hosts and slots it is at): the reference run's
         ri = wf.scaling["runs"].index(wf.scaling["reference"])
@@ -297,6 +323,18 @@ def _run(a) -> int:
     if a.out:
         print(f"mtcpredict: report in {os.path.join(a.out, 'report.html')}", file=sys.stderr)
     return 0
+
+
+def _is_wfformat(path: str) -> bool:
+    """A WfFormat instance rather than a workflow model: named *.json, or JSON (its first byte '{'); a model
+    (`mtcprof model`'s YAML) never starts so."""
+    if str(path).lower().endswith(".json"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096).lstrip()[:1] == b"{"
+    except OSError:
+        return False           # load() says why, in its words
 
 
 def _unused(sf) -> str | None:

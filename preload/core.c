@@ -130,7 +130,8 @@ static const char *log_dir_problem(struct shim_site *site, const char *d, int *e
     struct stat st;
     if (syscall(SYS_lstat, d, &st) < 0) { *err = errno; return "log folder missing"; }
     if (S_ISLNK(st.st_mode) && !uid_trusted(st.st_uid)) { *err = EPERM; return "log folder is a symlink owned by another user:"; }
-    if (syscall(SYS_stat, d, &st) < 0) { *err = errno; return "log folder missing"; }
+    /* not a link: lstat said all stat would */
+    if (S_ISLNK(st.st_mode) && syscall(SYS_stat, d, &st) < 0) { *err = errno; return "log folder missing"; }
     if (!S_ISDIR(st.st_mode)) { *err = ENOTDIR; return "log folder is not a directory"; }
     if (!uid_trusted(st.st_uid)) { *err = EPERM; return "log folder owned by another user:"; }
     if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
@@ -183,8 +184,8 @@ static char *str_keep(char **bump, const char *s, size_t cap)
     return d;
 }
 #define PREFIX_STORE 8192
-/* the packed strings (argv, 8 strings of at most PATH_MAX, the prefixes, the working directory) */
-#define STRINGS_BYTES (ARGV_MAX_BYTES + 8 * PATH_MAX + PREFIX_STORE + PATH_MAX + 64)
+/* the packed strings (argv, 8 strings of at most PATH_MAX, the online CPU list, the prefixes, the working directory) */
+#define STRINGS_BYTES (ARGV_MAX_BYTES + 8 * PATH_MAX + CPUS_ONLINE_MAX + PREFIX_STORE + PATH_MAX + 64)
 
 /* The strings of a traced process live at the start of its memory reservation, packed one after the other (the
  * working directory, which changes, last, with room for PATH_MAX): a process touches one or two pages for all of
@@ -251,6 +252,7 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     const char *gm = getenv("MTCPROF_GFARM_MOUNTS");
     opt->mounts_given = gm != NULL;
     opt->mounts_raw = str_keep(&bump, gm ? gm : "", 4096);
+    opt->cpus_online = str_keep(&bump, env_or("MTCPROF_CPUS_ONLINE", ""), CPUS_ONLINE_MAX);
     path_filters(w, id->dir, opt->excl_raw, opt->incl_raw, &bump, bump + PREFIX_STORE);
     w->cwd = bump;                              /* the working directory from now on: room for PATH_MAX */
     memcpy(w->cwd, id->cwd0, w->cwd_len + 1);

@@ -373,21 +373,31 @@ static void wb_then_now(struct shim_process *p, uint32_t key, char *b, size_t n,
     if (l) wb_str(p, key, b, n + l);
 }
 
+/* the number of CPUs in a kernel CPU list ("0-1,4" -> 3); 0 if it is not one */
+static unsigned cpu_count(const char *on, size_t lo)
+{
+    unsigned cpus = 0, a = 0, v = 0;
+    int range = 0, digits = 0;
+    for (size_t i = 0; i <= lo; i++) {
+        char c = i < lo ? on[i] : ',';
+        if (c >= '0' && c <= '9') { v = v * 10 + (unsigned)(c - '0'); digits = 1; }
+        else if (c == '-' && digits && !range) { a = v; v = 0; range = 1; digits = 0; }
+        else if (c == ',' && digits) { cpus += range ? (v >= a ? v - a + 1 : 0) : 1; v = 0; range = 0; digits = 0; }
+        else return 0;
+    }
+    return cpus;
+}
 /* STR cpu_clock "<online CPUs> <up s> <idle s> <up s> <idle s>": /proc/uptime at the image's start and now, idle
- * summed over the CPUs; ingest turns them into the machine's busy share while a stage ran (FORMAT.md) */
+ * summed over the CPUs; ingest turns them into the machine's busy share while a stage ran (FORMAT.md).  The CPU list
+ * is the launcher's (MTCPROF_CPUS_ONLINE) when it gave a valid one, else read here. */
 static void cpu_clock(struct shim_process *p)
 {
     char on[64], b[192];
-    size_t lo = read_line("/sys/devices/system/cpu/online", on, sizeof on, &p->w.fd_short);
-    if (!p->clock.uptime0_len || !lo) return;
-    unsigned cpus = 0, a = 0, v = 0;
-    int range = 0;
-    for (size_t i = 0; i <= lo; i++) {          /* "0-1,4" -> 3 */
-        char c = i < lo ? on[i] : ',';
-        if (c >= '0' && c <= '9') v = v * 10 + (unsigned)(c - '0');
-        else if (c == '-') { a = v; v = 0; range = 1; }
-        else if (c == ',') { cpus += range ? (v >= a ? v - a + 1 : 0) : 1; v = 0; range = 0; }
-        else return;
+    if (!p->clock.uptime0_len) return;
+    unsigned cpus = p->opt.cpus_online ? cpu_count(p->opt.cpus_online, s_len(p->opt.cpus_online)) : 0;
+    if (!cpus) {
+        size_t lo = read_line("/sys/devices/system/cpu/online", on, sizeof on, &p->w.fd_short);
+        if (!lo || !(cpus = cpu_count(on, lo))) return;
     }
     wb_then_now(p, S_CPU_CLOCK, b, (size_t)(u64_str(b, cpus) - b), p->clock.uptime0, p->clock.uptime0_len, "/proc/uptime");
 }
@@ -445,6 +455,9 @@ static int write_image(struct shim_process *p, int last_try)
         if (p->w.fd < 0) { warn_once(&p->warn, "cannot create log", tmp, errno); errno = saved; return -1; }
     }
     p->w.len = 0; p->w.err = 0; p->w.nrec = 0; p->w.total = 0;
+    /* a log of many files fills the whole buffer: its pages faulted in at once (see prefault in tables.c) */
+    if (__atomic_load_n(&p->tab.nfrec, __ATOMIC_RELAXED) >= 512)
+        syscall(SYS_madvise, (uintptr_t)p->w.buf & ~(uintptr_t)4095, LOG_BUF_BYTES + 4096, MADV_POPULATE_WRITE);
 
     /* header */
     char hdr[32] = {0};

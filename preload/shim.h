@@ -135,7 +135,10 @@ struct shim_opts {
     char *incl_raw, *excl_raw;        /* MTCPROF_INCLUDE / MTCPROF_EXCLUDE as given (copied into the log) */
     char *mounts_raw;                 /* MTCPROF_GFARM_MOUNTS */
     int mounts_given;                 /* it was set: the launcher listed the gfarm2fs mounts */
+    char *cpus_online;                /* MTCPROF_CPUS_ONLINE ("" unset): /sys/devices/system/cpu/online as the
+                                       * launcher read it, so that no traced process opens sysfs (~20 us) */
 };
+#define CPUS_ONLINE_MAX 256
 /* who the process image is: the strings and numbers of its PROC record */
 struct shim_task {
     pid_t pid;
@@ -170,6 +173,7 @@ struct shim_paths {
     const char *incl[MAX_PREFIX], *excl[MAX_PREFIX + 4];
     size_t incl_len[MAX_PREFIX], excl_len[MAX_PREFIX + 4];
     int nincl, nexcl;
+    uint32_t gen;                     /* bumped when cwd or root change: a path remembered before may name another file */
 };
 /* the record set (tables.c): what the log holds.  A fork child keeps the paths and the fd table, zeroes the rest. */
 struct shim_tables {
@@ -193,6 +197,11 @@ struct shim_tables {
     uint64_t nops, ops_max;           /* ops_max: MTCPROF_TRACE_MAX, the trace's capacity */
     uint64_t cw_ns, cw_calls;         /* that wait summed over the calls whose time a file's counters took */
     uint64_t munmaps;
+    /* the last path frec_at found a record for, as the program gave it (relative to the cwd or absolute), while
+     * the process has one thread: the same path again (an open after a stat, a reopen) skips the path work */
+    struct frec *memo_f;
+    uint32_t memo_gen, memo_len;
+    char memo[240];
     struct shim_paths where;
 };
 /* the shim's messages (warn.c) */

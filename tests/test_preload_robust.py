@@ -80,6 +80,31 @@ def test_gfarm_mounts_from_environment(tmp_path):
     assert log.process["gfarm_mounts"] == ["/gfarm", "/mnt/g f"]
 
 
+def test_cpus_online_from_environment(tmp_path):
+    """MTCPROF_CPUS_ONLINE (set once by `mtcprof run`) gives cpu_clock's CPU count instead of reading sysfs in every
+    process; a value that is not a CPU list is ignored (the sysfs file is read as without it)."""
+    with open("/sys/devices/system/cpu/online") as fh:
+        n_sys = sum(int(b) - int(a) + 1 for a, _, b in (r.partition("-") if "-" in r else (r, "", r)
+                                                        for r in fh.read().strip().split(",")))
+    for value, cpus in (("0-3,7", 5), ("12", 1), ("0-", n_sys), ("x1", n_sys), ("", n_sys)):
+        logdir = tmp_path / f"logs{len(list(tmp_path.iterdir()))}"
+        logdir.mkdir()
+        r = run(["true"], str(logdir), env_extra={"MTCPROF_CPUS_ONLINE": value})
+        assert r.returncode == 0 and r.stderr == b""
+        (log,) = logs(str(logdir))
+        assert log.process["cpu_clock"].split(" ")[0] == str(cpus), (value, log.process["cpu_clock"])
+
+
+def test_shim_env_lists_online_cpus(tmp_path):
+    from mtcio.preload.run import cpus_online, shim_env
+    f = tmp_path / "online"
+    f.write_text("0-1,4\n")
+    assert cpus_online(str(f)) == "0-1,4" and cpus_online(str(tmp_path / "missing")) is None
+    with open("/sys/devices/system/cpu/online") as fh:
+        assert shim_env({"PATH": "/bin"}, dir=str(tmp_path))["MTCPROF_CPUS_ONLINE"] == fh.read().strip()
+    assert shim_env({"MTCPROF_CPUS_ONLINE": "0"}, dir=str(tmp_path))["MTCPROF_CPUS_ONLINE"] == "0"
+
+
 def test_shim_env_lists_gfarm_mounts(tmp_path):
     from mtcio.preload.run import gfarm_mounts, shim_env
     m = tmp_path / "mounts"

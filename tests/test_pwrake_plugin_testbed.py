@@ -49,7 +49,8 @@ def rake_placed(master, rakefile, *, logs, db, run, hosts, slots, jobs, **extra_
     env = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
     env.update(MTCPROF_CMD=MTCPROF, MTCPROF_LIB=LIB, MTCPROF_DIR=logs, MTCPROF_RUN=run, MTCPROF_DB=db,
                MTCPROF_HOSTS=" ".join(f"{h}:{slots}" for h in hosts), MTCPROF_LAUNCHER=f"{MTCBED} exec {{host}} --",
-               MTCPROF_MOUNT="/mnt/mtcbed/{host}", **extra_env)
+               MTCPROF_MOUNT="/mnt/mtcbed/{host}")
+    env.update(extra_env)
     return subprocess.run(["rake", "-I", pwrake_plugin.path(), "-r", "mtcio/rake", "-m", "-j", str(jobs)],
                           cwd=master, env=env, capture_output=True, text=True, timeout=300)
 
@@ -113,3 +114,25 @@ def test_slots_not_rakes_pool_bound_a_deep_graph(testbed, tmp_path):
         leaves = s.stages("deep").set_index("stage").loc["sleep"]     # a stage is named by its first program
     # 4 at once, at most 2 on a host: so 2 on each
     assert (leaves["tasks"], leaves["concurrency"], leaves["per_host_concurrency"]) == (8, 4, 2)
+
+
+def test_a_task_ends_once_its_outputs_are_closed_on_gfarm(testbed, tmp_path):
+    """gfarm2fs closes a file on Gfarm after the writer's close returns (FUSE release): without waiting for it,
+    a task reading that output on another host at once saw it short (size 0). Each of 40 tasks here reads the
+    2 MB output of the one before on the other host (a launcher swapping the two hosts) and fails on a short
+    input; all must pass."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from montage_example.run import Bed, host_launchers
+    hosts = testbed.hosts[:2]
+    with gfarm_folder(testbed, hosts[0], "handoff") as (top, logs):
+        bed = Bed(testbed.hosts, {h: testbed.mount(h) for h in testbed.hosts}, testbed.user)
+        shift_dir, launcher, mount = host_launchers(bed, hosts, 1)
+        try:
+            r = rake_placed(testbed.mount(hosts[0]) + top, "handoff.Rakefile", logs=logs,
+                            db=str(tmp_path / "h.db"), run="handoff", hosts=hosts, slots=1, jobs=2,
+                            MTCPROF_LAUNCHER=launcher, MTCPROF_MOUNT=mount, MTCPROF_INGEST="off")
+        finally:
+            shutil.rmtree(shift_dir, ignore_errors=True)
+        assert r.returncode == 0, r.stderr
+        for i in range(41):
+            assert os.path.getsize(f"{testbed.mount(hosts[0])}{top}/h{i}") == 2_000_000

@@ -46,6 +46,7 @@ def test_a_non_editable_install_traces_and_has_the_engine(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     pkg = Path(site, "mtcio")
     assert (pkg / "preload/build/libmtcprof.so").is_file()
+    assert (pkg / "db/wfformat-schema.json").is_file()       # the WfFormat commands read it offline
     assert os.access(pkg / "envelope/engine/build/mtcengine", os.X_OK)
     # what a user runs: the installed scripts, nothing from the source tree
     logs = tmp_path / "logs"

@@ -56,6 +56,47 @@ def test_every_path_one_record(tmp_path):
     assert sorted(f["mkdirs"] for f in dirs) == [1] * 40
 
 
+SAME_SPELLING = r"""
+import os, sys
+root = sys.argv[1]
+os.chdir(os.path.join(root, "a"))
+for _ in range(3):
+    with open("f", "rb") as fh:
+        fh.read()
+os.stat("f")
+os.chdir("../b")
+with open("f", "rb") as fh:
+    fh.read()
+os.stat("f")
+fd = os.open(os.path.join(root, "b", "f"), os.O_RDONLY)
+os.close(fd)
+fd = os.open(os.path.join(root, "a", "f"), os.O_RDONLY)
+os.close(fd)
+os.chdir(root)
+with open("f", "wb") as fh:
+    fh.write(b"z" * 7)
+os.stat("f")
+"""
+
+
+def test_one_spelling_in_three_folders(tmp_path):
+    """The same relative name opened again and again, then from two other working folders (the shim remembers the
+    last name it resolved: a chdir must make it resolve again): each file gets exactly its own opens and bytes."""
+    root, logdir = tmp_path / "tree", tmp_path / "logs"
+    (root / "a").mkdir(parents=True), (root / "b").mkdir(), logdir.mkdir()
+    (root / "a" / "f").write_bytes(b"x" * 3)
+    (root / "b" / "f").write_bytes(b"y" * 5)
+    r = run([sys.executable, "-c", SAME_SPELLING, str(root)], str(logdir), env_extra={"MTCPROF_INCLUDE": str(root)})
+    assert r.returncode == 0, r.stderr.decode()
+    (log,) = logs(str(logdir))
+    files = {f["path"]: f for f in log.files if os.path.basename(f["path"]) == "f"}
+    assert sorted(files) == [str(root / "a" / "f"), str(root / "b" / "f"), str(root / "f")]
+    got = {os.path.relpath(p, root): (f["opens"], f["closes"], f["bytes_read"], f["bytes_written"], f["creates"])
+           for p, f in files.items()}
+    assert got == {"a/f": (4, 4, 9, 0, 0), "b/f": (2, 2, 5, 0, 0), "f": (1, 1, 0, 7, 1)}
+    assert all(f["stats"] >= 1 for f in files.values())
+
+
 COLD = r"""
 import os, sys
 root = sys.argv[1]

@@ -52,10 +52,25 @@ module MtcIO
       @quoted ? pre + [Shellwords.join(argv)] : pre + argv
     end
 
+    # A name looked up (never created) on the task's gfarm2fs mount after its command: see argv.
+    CLOSED_PROBE = ".mtcio-outputs-closed"
+
     # argv for one traced command of a task; the task's host is chosen at its first command.
+    # gfarm2fs closes a file on Gfarm (its size and replica given to gfmd) in FUSE's release, which the
+    # kernel sends without waiting after the writer's close: a task placed on another host at once saw the
+    # output at size 0 (testbed, a 2 MB file read on a second host right after its close: 30 and 52 of 150
+    # reads short). A lookup on the same mount waits for the releases in progress (gfarm2fs's getattr takes
+    # the open-file table lock its release holds), so the task is done only once its outputs are closed.
     def argv(run, traced)
       run.host ||= acquire(run.task)
-      launch(run.host, ["/bin/sh", "-c", "cd #{Trace.sq(workdir(run.host))} && #{traced}"])
+      dir = workdir(run.host)
+      line = if split_mount(Dir.pwd)[0]
+               probe = Trace.sq(File.join(dir, CLOSED_PROBE))
+               "cd #{Trace.sq(dir)} || exit; (#{traced}); rc=$?; [ -e #{probe} ]; exit $rc"
+             else
+               "cd #{Trace.sq(dir)} && #{traced}"
+             end
+      launch(run.host, ["/bin/sh", "-c", line])
     end
 
     def workdir(host)
