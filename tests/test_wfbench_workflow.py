@@ -91,3 +91,15 @@ def test_page_lists_every_target_and_stage(tmp_path):
     assert text.count("<td>blast 200 × 2</td>") == 1 and "blast 50 ×" not in text
     assert "cat&lt;&amp;&gt;" in text and "<td class=pass>12 %</td>" in text
     assert oct(out.stat().st_mode & 0o777) == "0o600"
+
+
+def test_instance_as_run_is_read_by_mtcpredict(blast, tmp_path):
+    """The scaled instance.json prepare writes is WfFormat mtcpredict accepts: its stages are the instance's."""
+    inst = blast.pruned(3)
+    inst.scaled(1e-5).write_wfformat(str(tmp_path / "i.json"))
+    mtcpredict = os.path.join(os.path.dirname(sys.executable), "mtcpredict")
+    r = subprocess.run([mtcpredict, str(tmp_path / "i.json"), "--hosts", "2", "--slots", "2", "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-400:]
+    stages = {p["stage"] for p in json.loads(r.stdout)["predictions"]}
+    assert stages == set(inst.stage_counts())

@@ -14,6 +14,7 @@ workflow's inputs.  wfcommons is imported only by generate().
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 from dataclasses import dataclass, field
 
@@ -81,15 +82,18 @@ class Instance:
             for p in ps:
                 children[p].append(tid)
         used = sorted({f for t in self.tasks for f in (*t.inputs, *t.outputs)})
+        # WfFormat requires a non-empty executedAt; WfBench writes its creation time there (nothing ran yet)
+        made = (self.source.get("workflow", {}).get("execution", {}).get("executedAt")
+                or self.source.get("createdAt") or datetime.datetime.now(datetime.timezone.utc).isoformat())
         doc = {"name": self.name, "description": "WfBench workflow as run by mtcio's wfbench_example (file sizes "
-               "scaled)", "schemaVersion": "1.5", "createdAt": self.source.get("createdAt", ""),
+               "scaled)", "schemaVersion": "1.5", "createdAt": self.source.get("createdAt") or made,
                "author": {"name": "mtcio wfbench_example", "email": "-"},
                "workflow": {"specification": {
                    "tasks": [{"name": t.stage, "id": t.id, "category": t.stage, "parents": parents[t.id],
                               "children": sorted(children[t.id]), "inputFiles": t.inputs, "outputFiles": t.outputs}
                              for t in self.tasks],
                    "files": [{"id": f, "sizeInBytes": self.sizes[f]} for f in used]},
-                   "execution": {"makespanInSeconds": 0, "executedAt": "", "tasks": [
+                   "execution": {"makespanInSeconds": 0, "executedAt": made, "tasks": [
                        {"id": t.id, "runtimeInSeconds": 0, "command": {"program": "wfbench", "arguments": []},
                         "machines": ["unknown"]} for t in self.tasks], "machines": [{"nodeName": "unknown"}]}}}
         with open(path, "w") as fh:

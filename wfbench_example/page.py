@@ -1,5 +1,6 @@
 """One page of tests/bench/wfbench_predict.py's results: per target (recipe x size x hosts) its summary, then per
-stage the prediction from the other size, both runs, the error, the runs' spread and the baseline.
+stage the prediction from the other size, both runs, the error, the runs' spread, the baseline and (a), the
+prediction from the instance alone.
 
     page.write("wfbench.html", state, rows)      # state.json and the rows score() returns
 """
@@ -28,7 +29,8 @@ def write(path: str, state: dict, rows: list) -> None:
            "Target: median |error| ≤ 20 %, p90 ≤ 50 %.</p>",
            "<p>(a) from the instance alone: " + html.escape(state.get("instance_alone", "not run")) + "</p>",
            "<h2>Summary</h2><table><tr><th>target</th><th>from</th><th>median |err|</th><th>p90</th>"
-           "<th>whole I/O</th><th>measured s</th><th>spread median (p90)</th><th>baseline median (p90)</th></tr>"]
+           "<th>whole I/O</th><th>measured s</th><th>spread median (p90)</th><th>baseline median (p90)</th>"
+           "<th>(a) median (p90)</th><th>(a) whole I/O</th></tr>"]
     for t in state["targets"]:
         s = t.get("summary")
         if not s:
@@ -38,13 +40,18 @@ def write(path: str, state: dict, rows: list) -> None:
                    f"<td>{html.escape(', '.join(t['traced']))}</td><td class={cls}>{s['median']:.0f} %</td>"
                    f"<td class={cls}>{s['p90']:.0f} %</td><td>{_pct(s['whole_pct'])}</td>"
                    f"<td>{s['measured_s']:.2f}</td><td>{s['spread_median']:.0f} % ({s['spread_p90']:.0f} %)</td>"
-                   f"<td>{s['baseline_median']:.0f} % ({s['baseline_p90']:.0f} %)</td></tr>")
+                   f"<td>{s['baseline_median']:.0f} % ({s['baseline_p90']:.0f} %)</td>"
+                   + (f"<td>{s['alone_median']:.0f} % ({s['alone_p90']:.0f} %)</td><td>{_pct(s['alone_whole_pct'])}</td>"
+                      if "alone_median" in s else "<td>–</td><td>–</td>") + "</tr>")
     out.append("</table><h2>Per stage</h2><table><tr><th>target</th><th>stage</th><th>tasks</th><th>predicted s</th>"
-               "<th>run 1 s</th><th>run 2 s</th><th>error</th><th>spread</th><th>baseline</th></tr>")
+               "<th>run 1 s</th><th>run 2 s</th><th>error</th><th>spread</th><th>baseline</th><th>(a) s</th>"
+               "<th>(a) error</th></tr>")
     for r in rows:
         out.append(f"<tr><td>{html.escape(r['target'])}</td><td>{html.escape(r['stage'])}</td>"
                    f"<td>{r['tasks'] if r['tasks'] is not None else '–'}</td><td>{r['pred']:.3f}</td>"
                    f"<td>{r['runs'][0]:.3f}</td><td>{r['runs'][1]:.3f}</td><td>{_pct(r['err'])}</td>"
-                   f"<td>{r['spread']:.0f} %</td><td>{_pct(r['baseline'])}</td></tr>")
+                   f"<td>{r['spread']:.0f} %</td><td>{_pct(r['baseline'])}</td>"
+                   + (f"<td>{r['alone']:.3f}</td><td>{_pct(r['alone_err'])}</td>" if r.get("alone_err") is not None
+                      else "<td>–</td><td>–</td>") + "</tr>")
     out.append("</table>")
     write_private(path, "\n".join(out) + "\n")

@@ -10,8 +10,10 @@ not read).  Per target (recipe x size x hosts) and stage: predicted, both runs' 
 as --validate measures it), the error against their mean, the runs' spread (max - min) / mean; median and p90
 of |error| over the stages, the whole workflow's summed I/O time error.  Beside it the same-configuration
 baseline: the target's first run's own model predicting its second.  (a), the prediction from the instance alone
-(`mtcpredict instance.json`), is not run by this version: the command is built elsewhere (issue 53); each
-prepared folder's instance.json is the instance as run, ready for it.
+(`mtcpredict instance.json --hosts H --slots 2`, the prepared folder's instance.json: the instance as run, scaled
+sizes) is made for every target before any run of its recipe, and scored beside (b), with no threshold.
+(--score DIR --instance-alone: a kept folder's (a) predictions made now, from the instances and the session's
+envelopes only, then scored.)
 
     python tests/bench/wfbench_predict.py [--recipes blast,epigenomics,1000genome] [--sizes 50,200]
                                           [--hosts 2,4] [--repeat 2] [--footprint-mb 100] [--keep DIR]
@@ -90,6 +92,13 @@ def predict(work, db, model, size, hosts, graph_path, name):
     return name
 
 
+def predict_instance(work, db, src, hosts, name):
+    """(a): the instance alone, modelled by mtcpredict itself (its stated defaults), on these hosts x SLOTS."""
+    sh(os.path.join(BIN, "mtcpredict"), os.path.join(src, "instance.json"), "--hosts", str(hosts), "--slots",
+       str(SLOTS), *envelope_args(db), "--variant", "refined", "--bootstrap", "0", "--out", os.path.join(work, name))
+    return name
+
+
 def model_of(work, db, runs, size, name):
     path = os.path.join(work, name + ".yaml")
     sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", ",".join(runs), "--size",
@@ -119,11 +128,12 @@ def score(work, state):
         model_at = os.path.join(work, tgt["from_other"], "model-at.yaml")
         meas = [measured(db, r, model_at) for r in tgt["runs"]]
         other, base = preds(work, tgt["from_other"]), preds(work, tgt["baseline"])
+        alone = preds(work, tgt["instance_alone"]) if tgt.get("instance_alone") else {}
         lines.append(f"\n== {tgt['recipe']} {tgt['size']} tasks x {tgt['hosts']} hosts (runs "
                      f"{', '.join(tgt['runs'])}; predicted from {', '.join(tgt['traced'])})")
         lines.append(f"{'stage':14s} {'tasks':>5s} {'pred s':>8s} {'run 1 s':>8s} {'run 2 s':>8s} {'error':>7s} "
-                     f"{'spread':>7s} {'baseline':>9s}")
-        errs, berrs, spreads = [], [], []
+                     f"{'spread':>7s} {'baseline':>9s} {'(a) s':>7s} {'(a) err':>8s}")
+        errs, berrs, spreads, aerrs = [], [], [], []
         tot = {"pred": 0.0, "mean": 0.0, "base": 0.0, "twin": 0.0}
         counts = tgt.get("stage_counts", {})
         for st in sorted(other):
@@ -134,6 +144,10 @@ def score(work, state):
             spread = 100 * (max(m) - min(m)) / mean if mean else 0.0
             e = 100 * (other[st] - mean) / mean if mean else 0.0
             eb = 100 * (base[st] - m[1]) / m[1] if m[1] else 0.0
+            ea = 100 * (alone[st] - mean) / mean if st in alone and mean else None
+            if ea is not None:
+                aerrs.append(abs(ea))
+                tot["alone"] = tot.get("alone", 0.0) + alone[st]
             errs.append(abs(e))
             berrs.append(abs(eb))
             spreads.append(spread)
@@ -143,9 +157,9 @@ def score(work, state):
             tot["twin"] += m[1]
             rows.append({"target": f"{tgt['recipe']}-{tgt['size']}x{tgt['hosts']}", "stage": st,
                          "tasks": counts.get(st), "pred": other[st], "runs": m, "err": e, "spread": spread,
-                         "baseline": eb})
+                         "baseline": eb, "alone": alone.get(st), "alone_err": ea})
             lines.append(f"{st:14s} {counts.get(st, 0):5d} {other[st]:8.3f} {m[0]:8.3f} {m[1]:8.3f} {e:+6.0f}% "
-                         f"{spread:6.0f}% {eb:+8.0f}%")
+                         f"{spread:6.0f}% {eb:+8.0f}%" + (f" {alone[st]:7.3f} {ea:+7.0f}%" if ea is not None else ""))
         if not errs:
             lines.append("no stage both predicted and measured")
             continue
@@ -156,6 +170,9 @@ def score(work, state):
                           "baseline_whole_pct": wbase, "spread_median": statistics.median(spreads),
                           "spread_p90": p90(spreads), "measured_s": tot["mean"],
                           "pass": statistics.median(errs) <= 20 and p90(errs) <= 50}
+        if aerrs:
+            tgt["summary"].update(alone_median=statistics.median(aerrs), alone_p90=p90(aerrs),
+                                  alone_whole_pct=100 * (tot["alone"] - tot["mean"]) / tot["mean"])
         s = tgt["summary"]
         lines.append(f"median |error| (p90): {s['median']:.0f} % ({s['p90']:.0f} %) "
                      f"[{'pass' if s['pass'] else 'miss'}: <= 20 % (50 %)]; same-configuration baseline "
@@ -163,10 +180,14 @@ def score(work, state):
                      f"{s['spread_median']:.0f} % ({s['spread_p90']:.0f} %)")
         lines.append(f"whole workflow I/O time: measured {tot['mean']:.2f} s (mean of the two runs), predicted "
                      f"{whole:+.1f} %, baseline {wbase:+.1f} %")
+        if aerrs:
+            lines.append(f"(a) from the instance alone: median |error| {s['alone_median']:.0f} % (p90 "
+                         f"{s['alone_p90']:.0f} %), whole workflow {s['alone_whole_pct']:+.1f} %")
     done = [t for t in state["targets"] if "summary" in t]
     lines.append(f"\n(b) targets passing (median <= 20 %, p90 <= 50 %): "
                  f"{sum(t['summary']['pass'] for t in done)} of {len(done)}")
-    lines.append("(a) from the instance alone: " + state.get("instance_alone", "not run"))
+    if state.get("instance_alone"):
+        lines.append("(a) from the instance alone: " + state["instance_alone"])
     text = "\n".join(lines)
     print(text)
     with open(os.path.join(work, "score.txt"), "w") as f:
@@ -187,9 +208,18 @@ def main():
     p.add_argument("--keep", help="keep the db, predictions and runs here")
     p.add_argument("--page", help="write the result page here (HTML)")
     p.add_argument("--score", metavar="DIR", help="score a kept folder again, nothing run")
+    p.add_argument("--instance-alone", action="store_true",
+                   help="with --score: make the (a) predictions of a kept folder now (no testbed needed)")
     a = p.parse_args()
     if a.score:
         state = json.load(open(os.path.join(a.score, "state.json")))
+        if a.instance_alone:
+            for tgt in state["targets"]:
+                src = os.path.join(a.score, f"{tgt['recipe']}{tgt['size']}")
+                tgt["instance_alone"] = predict_instance(a.score, state["db"], src, tgt["hosts"],
+                                                         f"{tgt['recipe']}{tgt['size']}x{tgt['hosts']}-instance")
+            state["instance_alone"] = ("made after the runs, from the instances and the session's envelopes "
+                                       "only (--instance-alone)")
         rows = score(a.score, state)
         if a.page:
             from wfbench_example import page
@@ -215,6 +245,8 @@ def main():
             state["factors"][recipe] = factor
             graphs = {n: graph(work, src[n]) for n in sizes}
             counts = {n: instance.load(os.path.join(src[n], "instance.json")).stage_counts() for n in sizes}
+            alone = {(n, h): predict_instance(work, db, src[n], h, f"{recipe}{n}x{h}-instance")
+                     for n in sizes for h in hosts_list}       # (a), before any run of the recipe
             for h in hosts_list:
                 runs = {}
                 small, large = sizes
@@ -239,11 +271,9 @@ def main():
                        "--bootstrap", "0", "--out", os.path.join(work, base))
                     state["targets"].append({"recipe": recipe, "size": n, "hosts": h, "runs": runs[n][:2],
                                              "traced": runs[other], "from_other": name, "baseline": base,
-                                             "stage_counts": counts[n]})
+                                             "stage_counts": counts[n], "instance_alone": alone[(n, h)]})
                 with open(os.path.join(work, "state.json"), "w") as f:
                     json.dump(state, f, indent=1)
-    state["instance_alone"] = ("not run: this mtcpredict has no WfFormat instance input (the other half of "
-                               "issue 53)")
     rows = score(work, state)
     if a.page:
         from wfbench_example import page
