@@ -148,6 +148,7 @@ def score(work, state):
             if ea is not None:
                 aerrs.append(abs(ea))
                 tot["alone"] = tot.get("alone", 0.0) + alone[st]
+                tot["mean_a"] = tot.get("mean_a", 0.0) + mean        # over the stages (a) predicts
             errs.append(abs(e))
             berrs.append(abs(eb))
             spreads.append(spread)
@@ -172,7 +173,7 @@ def score(work, state):
                           "pass": statistics.median(errs) <= 20 and p90(errs) <= 50}
         if aerrs:
             tgt["summary"].update(alone_median=statistics.median(aerrs), alone_p90=p90(aerrs),
-                                  alone_whole_pct=100 * (tot["alone"] - tot["mean"]) / tot["mean"])
+                                  alone_whole_pct=100 * (tot["alone"] - tot["mean_a"]) / tot["mean_a"])
         s = tgt["summary"]
         lines.append(f"median |error| (p90): {s['median']:.0f} % ({s['p90']:.0f} %) "
                      f"[{'pass' if s['pass'] else 'miss'}: <= 20 % (50 %)]; same-configuration baseline "
