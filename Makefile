@@ -3,12 +3,12 @@ SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
 APT_PKGS := gfmd gfsd gfarm-client libgfarm-dev gfarm2fs montage ruby rake sqlite3 iproute2 attr fuse3 \
-            build-essential pkg-config python3-venv openssh-server openssh-client postgresql util-linux procps fio \
+            build-essential pkg-config python3-venv openssh-server openssh-client postgresql util-linux procps fio stress-ng \
             chromium
 # C parts: each folder with a Makefile builds into its own build/.
 C_DIRS := $(wildcard preload envelope/engine)
 
-.PHONY: setup packages venv cbuild test demo bench clean
+.PHONY: setup packages venv cbuild test demo bench bench-wfbench clean
 setup: packages venv cbuild
 
 packages:
@@ -42,6 +42,11 @@ demo: setup
 bench: setup
 	@for b in tests/bench/*_bench.py tests/bench/montage_overhead.py tests/bench/montage_predict.py; do \
 	  echo "== $$b"; $(PY) $$b || exit 1; done
+
+# WfBench workflows predicted from a traced run of another size (takes the testbed lock itself), e.g.
+# make bench-wfbench WFBENCH_ARGS="--recipes blast --sizes 50,200 --hosts 2 --keep out"
+bench-wfbench: setup
+	$(PY) tests/bench/wfbench_predict.py $(WFBENCH_ARGS)
 
 clean:
 	@for d in $(C_DIRS); do [ -f $$d/Makefile ] && $(MAKE) -s -C $$d clean; done; rm -rf $(VENV) *.egg-info
