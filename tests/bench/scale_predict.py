@@ -50,8 +50,8 @@ def envelope_args(db):
     return [x for name, _ in demo.sweeps() for x in ("--envelope", f"{db}:{name}")]
 
 
-def sweep(db):
-    for name, opts in demo.sweeps(HOST_COUNTS):
+def sweep(db, host_counts=HOST_COUNTS):
+    for name, opts in demo.sweeps(host_counts):
         t = time.monotonic()
         sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", name, *opts, "--quiet")
         print(f"envelope {name}: {time.monotonic() - t:.0f} s", flush=True)

@@ -26,42 +26,19 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from montage_example import bench, demo  # noqa: E402
+from montage_example import bench  # noqa: E402
 from wfbench_example import instance, prepare, run as wrun  # noqa: E402
+from scale_predict import envelope_args, measured, p90, sh, sweep  # noqa: E402  (the scale benchmark's helpers)
 
 BIN = os.path.dirname(sys.executable)
 SLOTS = 2
 MIN_TASKS = {"1000genome": 60, "genome": 60}    # the recipes' smallest instances (54 tasks: 60 asked)
-
-
-def sh(*argv, **kw):
-    r = subprocess.run(list(argv), capture_output=True, text=True, **kw)
-    if r.returncode:
-        raise SystemExit(f"{' '.join(argv[:3])}: exit {r.returncode}: {r.stderr.strip()[-600:]}")
-    return r
-
-
-def p90(xs):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))] if xs else float("nan")
-
-
-def envelope_args(db):
-    return [x for name, _ in demo.sweeps() for x in ("--envelope", f"{db}:{name}")]
-
-
-def sweep(db, host_counts):
-    for name, opts in demo.sweeps(host_counts):
-        t = time.monotonic()
-        sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", name, *opts, "--quiet")
-        print(f"envelope {name}: {time.monotonic() - t:.0f} s", flush=True)
 
 
 def folders(work, recipe, sizes, footprint_mb, seed):
@@ -104,16 +81,6 @@ def model_of(work, db, runs, size, name):
     sh(os.path.join(BIN, "mtcprof"), "model", "--db", db, "--run", ",".join(runs), "--size",
        ",".join(f"{r}={size}" for r in runs), "-o", path)
     return path
-
-
-def measured(db, run, model_path):
-    """Per stage, the I/O time of the busiest slot (as mtcpredict --validate measures it)."""
-    from mtcio.db.workflow_model import load
-    from mtcio.predictor import measured as ms
-    wf = load(model_path)
-    m = ms.measure(db, run, "auto", {s.name: (s.procs_per_host or 1) for s in wf.stages})
-    m.pop("_run")
-    return {st: v["measured_s"] for st, v in m.items()}
 
 
 def preds(work, name):
