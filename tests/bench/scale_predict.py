@@ -177,12 +177,7 @@ def score(work, state):
                      f"{whole['graph']:+.1f} %, fits {whole['fits']:+.1f} %, baseline {whole['baseline']:+.1f} %")
         tgt["summary"] = {"median_p90": summary, "whole_pct": whole, "spread_median_p90":
                           (statistics.median(spreads), p90(spreads))}
-    text = "\n".join(lines)
-    print(text)
-    with open(os.path.join(work, "score.txt"), "w") as f:
-        f.write(text + "\n")
-    with open(os.path.join(work, "state.json"), "w") as f:
-        json.dump(state, f, indent=1)
+    save_score(work, state, lines)
 
 
 def next_label(path) -> str:
@@ -254,9 +249,23 @@ def main():
     score(work, state)
     if a.results:
         write_results(a.results, state, label)
-    print(f"\n{time.monotonic() - t0:.0f} s in all; kept in {work}" if a.keep else
-          f"\n{time.monotonic() - t0:.0f} s in all")
-    if not a.keep:
+    return finish_bench(work, a.keep, t0)
+
+
+def save_score(work, state, lines) -> None:
+    """The score printed, and kept in the working folder beside the state it was computed from."""
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(work, "score.txt"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(work, "state.json"), "w") as f:
+        json.dump(state, f, indent=1)
+
+
+def finish_bench(work, keep, t0) -> int:
+    """The bench's last line: its time, and the working folder kept or removed."""
+    print(f"\n{time.monotonic() - t0:.0f} s in all; kept in {work}" if keep else f"\n{time.monotonic() - t0:.0f} s in all")
+    if not keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

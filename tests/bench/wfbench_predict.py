@@ -24,7 +24,6 @@ its own minimum.  --score DIR: what a --keep DIR holds scored again, nothing run
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -34,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 from montage_example import bench  # noqa: E402
 from wfbench_example import instance, prepare, run as wrun  # noqa: E402
-from scale_predict import envelope_args, measured, p90, sh, sweep  # noqa: E402  (the scale benchmark's helpers)
+from scale_predict import envelope_args, finish_bench, measured, p90, save_score, sh, sweep  # noqa: E402  (the scale benchmark's helpers)
 
 BIN = os.path.dirname(sys.executable)
 SLOTS = 2
@@ -156,12 +155,7 @@ def score(work, state):
                  f"{sum(t['summary']['pass'] for t in done)} of {len(done)}")
     if state.get("instance_alone"):
         lines.append("(a) from the instance alone: " + state["instance_alone"])
-    text = "\n".join(lines)
-    print(text)
-    with open(os.path.join(work, "score.txt"), "w") as f:
-        f.write(text + "\n")
-    with open(os.path.join(work, "state.json"), "w") as f:
-        json.dump(state, f, indent=1)
+    save_score(work, state, lines)
     return rows
 
 
@@ -246,11 +240,7 @@ def main():
     if a.page:
         from wfbench_example import page
         page.write(a.page, state, rows)
-    print(f"\n{time.monotonic() - t0:.0f} s in all; kept in {work}" if a.keep else
-          f"\n{time.monotonic() - t0:.0f} s in all")
-    if not a.keep:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return finish_bench(work, a.keep, t0)
 
 
 if __name__ == "__main__":
