@@ -48,10 +48,10 @@ def poll_idle():
 
 
 def run_once(bed, src: str, hosts: list, *, run: str, db: str, slots: int = 2, placement: str = "with",
-             extra_env: dict | None = None, keep: bool = False) -> float:
-    """Stage `src` (a prepared folder) into a fresh Gfarm folder, run the workflow there; returns rake's wall
-    time.  The folder is removed afterwards unless keep."""
-    top = f"/mbench-{os.getpid()}-{run}"
+             extra_env: dict | None = None, keep: bool = False, top: str | None = None) -> float:
+    """Stage `src` (a prepared folder) into a fresh Gfarm folder `top` (default /mbench-PID-RUN), run the workflow
+    there; returns rake's wall time.  The folder is removed afterwards unless keep."""
+    top = top or f"/mbench-{os.getpid()}-{run}"
     mrun.stage_inputs(bed, top, src, hosts)
     logs = mrun.make_logdir(bed)
     try:

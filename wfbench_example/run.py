@@ -10,9 +10,8 @@ start reads a thousand library files of the local disk, which are not the workfl
 from __future__ import annotations
 
 import os
-import shutil
 
-from montage_example import run as mrun
+from montage_example import bench, run as mrun
 
 
 def trace_env(bed: mrun.Bed) -> dict:
@@ -21,15 +20,7 @@ def trace_env(bed: mrun.Bed) -> dict:
 
 def run_once(bed: mrun.Bed, src: str, hosts: list, *, run: str, db: str, slots: int = 2, top: str | None = None,
              keep: bool = False) -> float:
-    """Stage `src` into a fresh Gfarm folder `top` (default /wfbench-PID-RUN), run it there traced; returns rake's
-    wall time.  The folder is removed afterwards unless keep."""
-    top = top or f"/wfbench-{os.getpid()}-{run}"
-    mrun.stage_inputs(bed, top, src, hosts)
-    logs = mrun.make_logdir(bed)
-    try:
-        return mrun.run_workflow(bed, top, hosts, run=run, db=db, logdir=logs, slots=slots,
-                                 extra_env=trace_env(bed)).wall_s
-    finally:
-        shutil.rmtree(logs, ignore_errors=True)
-        if not keep:
-            bed.exec(hosts[0], ["rm", "-rf", bed.mounts[hosts[0]] + top], check=False)
+    """montage_example's run_once with the Gfarm-only trace: `src` staged into a fresh folder `top` (default
+    /wfbench-PID-RUN) and run there; returns rake's wall time.  The folder is removed afterwards unless keep."""
+    return bench.run_once(bed, src, hosts, run=run, db=db, slots=slots, extra_env=trace_env(bed), keep=keep,
+                          top=top or f"/wfbench-{os.getpid()}-{run}")
