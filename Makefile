@@ -36,8 +36,9 @@ test: setup
 	@$(PY) -m pytest -ra --durations=12 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc = 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
 
+# DEMO_ARGS: demo.py's options, e.g. DEMO_ARGS="--results montage_example/results.json" to record the figures
 demo: setup
-	flock /run/mtcbed.lock $(PY) montage_example/demo.py
+	flock /run/mtcbed.lock $(PY) montage_example/demo.py $(DEMO_ARGS)
 
 bench: setup
 	@for b in tests/bench/*_bench.py tests/bench/montage_overhead.py tests/bench/montage_predict.py; do \

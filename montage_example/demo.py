@@ -10,7 +10,10 @@ prediction validated against both (OUT/validate-25), and the same-configuration 
 run's own model predicting its twin (OUT/baseline) -> one HTML page (OUT/index.html) -> testbed down, whatever
 happened.
 
-    python montage_example/demo.py [--out DIR] [--preset demo|tiny|paper]
+    python montage_example/demo.py [--out DIR] [--preset demo|tiny|paper] [--results FILE]
+
+--results FILE: the demo's figures also written into FILE's "demo" section, newest first (e.g.
+montage_example/results.json; `python -m montage_example.results` renders RESULTS.md from it).
 
 Any failing step stops the demo with one line naming the step, and the testbed is still torn down.
 """
@@ -24,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from montage_example import bench, page, prepare, run as mrun  # noqa: E402
+from montage_example import bench, page, prepare, results, run as mrun  # noqa: E402
 from mtcio.private import private_dir, write_private  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
@@ -237,6 +240,31 @@ class Demo:
                             "input bytes)"), "steps": self.times})
 
 
+RESULTS_KEPT = 4    # demo entries the results file keeps: a few runs show how much one demo varies
+
+
+def write_results(path: str, d: Demo, argv) -> None:
+    """This demo as one entry of the results file's "demo" section (newest first)."""
+    fig = page.figures(page.rows_of(d.out, d.db, d.large_runs))
+    w = fig["workflow"]
+    load1 = os.getloadavg()[0]
+    entry = {"when": time.strftime("%Y-%m-%d %H:%M", time.localtime(d.t0_wall)), "preset": d.preset,
+             "small": d.small, "large": d.large, "hosts": HOSTS, "slots": SLOTS,
+             "launcher": "Pwrake (Gfarm mode)" if d.pwrake else "rake with placement",
+             "seconds": round(d.elapsed()), "walls_s": [round(d.walls[r], 1) for r in d.large_runs],
+             "stages": fig["stages"], "median": fig["median"], "p90": fig["p90"],
+             "spread_median": fig["spread_median"], "spread_max": fig["spread_max"],
+             "whole_pct": w.get("error_pct"), "whole_spread_pct": w.get("spread_pct"),
+             "baseline_median": fig["baseline_median"], "baseline_p90": fig["baseline_p90"],
+             "baseline_whole_pct": w.get("baseline_error_pct"), "load": round(load1, 1)}
+
+    def add(section):
+        section["command"] = results.command_line("montage_example/demo.py", argv, hide=("--out",))
+        section["runs"] = ([entry] + section.get("runs", []))[:RESULTS_KEPT]
+    results.update(path, "demo", add)
+    print(f"the demo's figures written into {path} (python -m montage_example.results renders the page)")
+
+
 def run_steps(d: Demo) -> None:
     """Every step after `testbed up`, in order: the prediction is written before the large sky's first run."""
     d.step("envelope sweep (mtcenvelope measure, quick)", d.sweep)
@@ -264,6 +292,8 @@ def main(argv=None) -> int:
                    help="hold /dev/cpu_dma_latency at 0 us while the demo runs: idle CPUs poll instead of halting, "
                         "as the prediction benchmark does. Off by default: on 4 alternating pairs of demos the polled "
                         "ones' refined median was 36-92 %%, the others' 34-46 %% (docs/experiments/montage-passes.md)")
+    p.add_argument("--results", metavar="FILE",
+                   help="also write the demo's figures into FILE's demo section (e.g. montage_example/results.json)")
     a = p.parse_args(argv)
     if os.geteuid() != 0:
         print("make demo: needs root (the testbed creates network namespaces)", file=sys.stderr)
@@ -295,6 +325,8 @@ def main(argv=None) -> int:
             subprocess.run(MTCBED + ["down"], capture_output=True)
     print("\n" + d.summary)
     print(f"\ndemo finished in {d.elapsed():.0f} s; page: {d.page_path}")
+    if a.results:
+        write_results(a.results, d, sys.argv[1:] if argv is None else argv)
     return 0
 
 

@@ -305,10 +305,15 @@ tr:nth-child(even){background:#f3f3f3}tr.total{border-top:2px solid #888;font-we
 th.group{text-align:center;border-bottom:1px solid #888}img{max-width:100%}.note{color:#555;font-size:13px}"""
 
 
+def rows_of(out: str, db: str, runs) -> list[dict]:
+    """The stage rows of the large sky: predicted before the runs, both runs measured, the baseline."""
+    return stage_rows(locality(db, runs[0]), predictions(out, PREDICTED), repeats(out, VALIDATED),
+                      predictions(out, BASELINE))
+
+
 def write(out: str, db: str, runs, info: dict) -> tuple[str, str]:
     """runs: the two runs of the large sky, in the order they ran (and were validated)."""
-    rows = stage_rows(locality(db, runs[0]), predictions(out, PREDICTED), repeats(out, VALIDATED),
-                      predictions(out, BASELINE))
+    rows = rows_of(out, db, runs)
     path = os.path.join(out, "index.html")
     write_private(path, render(out, db, rows, runs, info))          # 0600 as every output
     return path, summary_text(rows, runs, info)

@@ -10,7 +10,8 @@ writes a newer pass the page says which pass they were written on.
 The file's sections: setup, scale (trace small, predict large: passes, each with its targets' median / p90 /
 whole-workflow error per way of predicting and the two runs' spread), same_config (per variant median, p90,
 whole-workflow error, stage-runs inside the interval; the floor the runs' spread sets; per-stage bias per host
-count), overhead (traced / untraced ratios), demo, limits.
+count), overhead (traced / untraced ratios), demo (`montage_example/demo.py --results FILE`: the newest demos, each
+with its per-stage error, whole-workflow error, the runs' spread and the baseline), limits.
 """
 from __future__ import annotations
 
@@ -191,6 +192,24 @@ def overhead_section(s: dict) -> list[str]:
     return out
 
 
+def demo_section(s: dict) -> list[str]:
+    w = "demo"
+    out = [f"## `make demo` (`{field(s, 'command', w)}`)", ""] + para(field(s, "what", w)) + [""]
+    runs = s.get("runs") or []
+    if not runs:
+        return out + ["No demo recorded yet: `python montage_example/demo.py --results montage_example/results.json`."]
+    out += ["| when | preset | launcher | demo | large-sky runs | per-stage \\|error\\| median (p90) | whole workflow "
+            "| runs' spread median (max) | baseline median (p90), whole | load |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        sky = f"{', '.join(map(str, r['small']))} -> {r['large']} tiles"
+        out.append(f"| {r['when']} | {r['preset']}: {sky} | {r['launcher']} | {seconds(r['seconds'])} | "
+                   f"{' and '.join(f'{x:.1f} s' for x in r['walls_s'])} | {pct(r['median'])} % ({pct(r['p90'])} %) "
+                   f"over {r['stages']} | {pct(r['whole_pct'], signed=True)} % (spread {pct(r['whole_spread_pct'])} %)"
+                   f" | {pct(r['spread_median'])} % ({pct(r['spread_max'])} %) | {pct(r['baseline_median'])} % "
+                   f"({pct(r['baseline_p90'])} %), {pct(r['baseline_whole_pct'], signed=True)} % | {r['load']} |")
+    return out
+
+
 def render(data: dict) -> str:
     for k in SECTIONS:
         field(data, k, "results")
@@ -202,8 +221,7 @@ def render(data: dict) -> str:
     out += scale_section(data["scale"]) + [""]
     out += same_config_section(data["same_config"]) + [""]
     out += overhead_section(data["overhead"]) + [""]
-    demo = data["demo"]
-    out += [f"## `{field(demo, 'command', 'demo')}`", ""] + para(field(demo, "text", "demo")) + [""]
+    out += demo_section(data["demo"]) + [""]
     out += ["## Known limits", ""] + bullets(data["limits"])
     return "\n".join(out) + "\n"
 

@@ -6,6 +6,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,10 +27,10 @@ def tasks(tiles):
             "mShrink": 1, "mViewer": 1}
 
 
-def _demo(out, timeout=900):
+def _demo(out, *extra, timeout=900):
     env = {k: v for k, v in os.environ.items() if k not in ("PWRAKE_SRC", "MTCIO_DEBUG")}
     env["PATH"] = ":".join(p for p in env.get("PATH", "").split(":") if not os.path.isfile(os.path.join(p, "pwrake")))
-    return subprocess.run(DEMO + ["--preset", "tiny", "--out", str(out)], capture_output=True, text=True,
+    return subprocess.run(DEMO + ["--preset", "tiny", "--out", str(out), *extra], capture_output=True, text=True,
                           timeout=timeout, env=env)
 
 
@@ -43,7 +44,9 @@ def _json(path):
 
 def test_demo_end_to_end(bare_machine, tmp_path):
     out = tmp_path / "demo"
-    r = _demo(out)
+    res = tmp_path / "results.json"
+    res.write_text((Path(REPO) / "montage_example" / "results.json").read_text())
+    r = _demo(out, "--results", str(res))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     steps = [l for l in r.stdout.splitlines() if l.startswith("[") and "/13] " in l]
     assert len(steps) == 13 and steps[-1].startswith("[13/13] testbed down")
@@ -104,6 +107,17 @@ def test_demo_end_to_end(bare_machine, tmp_path):
     assert page.count("<tr><td>") == len(tasks(16)) and page.count("<td>whole workflow</td>") == 1
     assert all(f"<code>{run}</code>" in page for run in RUNS)
     assert (out / "mosaic.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # --results: this demo first in the results file's demo section, its figures those of the summary
+    demo = _json(res)["demo"]
+    assert demo["command"] == "python montage_example/demo.py --preset tiny --out DIR"
+    entry = demo["runs"][0]
+    assert {k: entry[k] for k in ("preset", "small", "large", "hosts", "slots", "launcher", "stages")} == {
+        "preset": "tiny", "small": [4, 9], "large": 16, "hosts": 4, "slots": 2, "launcher": "rake with placement",
+        "stages": 14}
+    assert f"per-stage |error| median {entry['median']:.0f} %, p90 {entry['p90']:.0f} % over 14 stages" in summary
+    assert f"error {entry['whole_pct']:+.0f} %, the runs' spread {entry['whole_spread_pct']:.0f} %" in summary
+    assert f"the demo's figures written into {res}" in r.stdout
 
 
 def test_demo_refuses_a_testbed_already_up_and_leaves_it(testbed, tmp_path):

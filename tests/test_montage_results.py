@@ -80,3 +80,17 @@ def test_the_command_shown_names_no_folder():
                                                                    "--pass=AX", "--repeat", "4", "--predict-only=/y",
                                                                    "--", "--bootstrap", "0"]) == \
         "python tests/bench/montage_predict.py --keep DIR --repeat 4 --predict-only=DIR -- --bootstrap 0"
+
+
+def test_a_demo_entry_is_one_row_of_the_demo_table(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text((ROOT / "montage_example" / "results.json").read_text())
+    entry = {"when": "2026-12-02 07:00", "preset": "demo", "small": [4, 9], "large": 25, "hosts": 4, "slots": 2,
+             "launcher": "rake with placement", "seconds": 186, "walls_s": [4.6, 4.4], "stages": 14, "median": 22.4,
+             "p90": 61.0, "spread_median": 20.2, "spread_max": 112.0, "whole_pct": 11.2, "whole_spread_pct": 4.0,
+             "baseline_median": 23.0, "baseline_p90": 70.1, "baseline_whole_pct": -3.4, "load": 1.5}
+    results.update(str(path), "demo", lambda s: s.update(runs=[entry]))
+    page = results.render(results.load(str(path)))
+    assert ("| 2026-12-02 07:00 | demo: 4, 9 -> 25 tiles | rake with placement | 186 s | 4.6 s and 4.4 s | 22 % (61 %) "
+            "over 14 | +11 % (spread 4 %) | 20 % (112 %) | 23 % (70 %), -3 % | 1.5 |") in page
+    assert "No demo recorded yet" not in page

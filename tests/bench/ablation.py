@@ -1,11 +1,13 @@
-"""Ablation: which refinements of the refined model earn their place, on the scale benchmark's kept held-out runs.
+"""Ablation: which refinements of the refined model earn their place, on kept held-out runs.
 
 For each folder `tests/bench/scale_predict.py --keep DIR` left, each target is predicted again from the model its
 pass instantiated with the target's graph (model-at.yaml) and the envelopes that pass measured: with the default
 refinements, then with the default less each one in turn. Per configuration: median and p90 of |error| over its
-stages against the mean of its two runs. The decision follows docs/experiments/ablation-rule.md.
+stages against the mean of its two runs. With --synthetic, the folder is one `tests/bench/predict_bench.py --keep`
+left: each trace run predicted from the other's model, one configuration per access kind and direction. The
+decision follows docs/experiments/ablation-rule.md.
 
-    python tests/bench/ablation.py KEPT [KEPT ...] [--units a,b,...] [--json OUT]
+    python tests/bench/ablation.py KEPT [KEPT ...] [--synthetic] [--units a,b,...] [--json OUT]
 """
 import argparse
 import contextlib
@@ -23,10 +25,10 @@ from mtcio.predictor import cli as pcli  # noqa: E402
 from mtcio.predictor import model as pmodel  # noqa: E402
 
 
-def predict(model_at, db, refine):
+def predict(model_at, db, refine, env_args=None):
     """Refined seconds per stage: mtcpredict in this process (one import of its libraries for every call)."""
     out = io.StringIO()
-    argv = [model_at, *sp.envelope_args(db), "--variant", "refined", "--bootstrap", "0", "--json",
+    argv = [model_at, *(env_args or sp.envelope_args(db)), "--variant", "refined", "--bootstrap", "0", "--json",
             f"--refine={refine}"]
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         rc = pcli.main(argv)
@@ -38,7 +40,7 @@ def predict(model_at, db, refine):
 def metrics(pred, meas):
     """(median, p90) of |error| % against each reference: the runs' mean, run 1 alone, run 2 alone."""
     out = {}
-    for ref in ("mean", 0, 1):
+    for ref in ("mean", *range(len(meas))):
         errs = []
         for st, p in pred.items():
             m = [x.get(st) for x in meas]
@@ -51,6 +53,21 @@ def metrics(pred, meas):
     return out
 
 
+class Config:
+    """One scored configuration: a model, its envelopes, the measured runs it is scored on, the stages it covers
+    and its noise group (two figures of one group differ only by which run of the same stages is the target)."""
+
+    def __init__(self, name, model, db, meas, env_args=None, stage_filter=None, group=None):
+        self.name, self.model, self.db, self.meas, self.env_args = name, model, db, meas, env_args
+        self.stage_filter, self.group = stage_filter, group
+
+    def score(self, refine):
+        pred = predict(self.model, self.db, refine, self.env_args)
+        if self.stage_filter:
+            pred = {st: v for st, v in pred.items() if self.stage_filter(st)}
+        return metrics(pred, self.meas)
+
+
 def configurations(kept):
     for work in kept:
         state = json.load(open(os.path.join(work, "state.json")))
@@ -58,45 +75,84 @@ def configurations(kept):
         for tgt in state["targets"]:
             model_at = os.path.join(work, tgt["graph"], "model-at.yaml")
             meas = [sp.measured(db, r, model_at) for r in tgt["runs"]]
-            yield f"{os.path.basename(os.path.normpath(work))}:{tgt['tiles']}x{tgt['hosts']}", model_at, db, meas
+            yield Config(f"{os.path.basename(os.path.normpath(work))}:{tgt['tiles']}x{tgt['hosts']}", model_at, db,
+                         meas)
+
+
+def stage_kind(stage):
+    """predict_bench's stage names are KIND-SIZEk-CxP."""
+    return stage.rsplit("-", 2)[0]
+
+
+def synthetic_configurations(work, runs=("r1", "r2")):
+    db = os.path.join(work, "bench.db")
+    for i, run in enumerate(runs):
+        other = os.path.join(work, f"{runs[(i + 1) % len(runs)]}.yaml")
+        meas = [sp.measured(db, run, other)]
+        for kind in sorted({stage_kind(st) for st in meas[0]}):
+            yield Config(f"{kind}:{run}", other, db, meas, ["--envelope", f"{db}:env"],
+                         lambda st, k=kind: stage_kind(st) == k, group=kind)
+
+
+def noise_of(configs, figures):
+    """(N_median, N_p90): half the gap between the two figures of each noise group, averaged over the groups.
+    A scale configuration is its own group (scored against run 1, then run 2); a synthetic kind's group is its
+    two directions."""
+    groups = {}
+    for c, f in zip(configs, figures):
+        if c.group is None:
+            groups[c.name] = (f[0], f[1])
+        else:
+            groups.setdefault(c.group, []).append(f["mean"])
+    pairs = list(groups.values())
+    return [sum(abs(a[j] - b[j]) / 2 for a, b in pairs) / len(pairs) for j in (0, 1)]
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("kept", nargs="+", help="folders scale_predict.py --keep left")
+    p.add_argument("kept", nargs="+", help="folders scale_predict.py --keep left (predict_bench.py's with --synthetic)")
+    p.add_argument("--synthetic", action="store_true", help="KEPT is one folder predict_bench.py --keep left")
     p.add_argument("--units", help="refinements to ablate, comma-separated (default: every default one)")
     p.add_argument("--json", help="write every figure here")
     a = p.parse_args()
     units = a.units.split(",") if a.units else list(pmodel.DEFAULT)
-    configs = list(configurations(a.kept))
-    res = {"configs": [c[0] for c in configs], "default": [], "off": {u: [] for u in units}}
-    for i, (name, model_at, db, meas) in enumerate(configs):
-        base = metrics(predict(model_at, db, "default"), meas)
+    if a.synthetic and len(a.kept) != 1:
+        p.error("--synthetic takes one folder")
+    configs = list(synthetic_configurations(a.kept[0]) if a.synthetic else configurations(a.kept))
+    res = {"configs": [c.name for c in configs], "default": [], "off": {u: [] for u in units}}
+    for i, c in enumerate(configs):
+        base = c.score("default")
         res["default"].append(base)
-        print(f"[{i + 1}/{len(configs)}] {name}: default median {base['mean'][0]:.1f} % p90 {base['mean'][1]:.1f} %",
+        print(f"[{i + 1}/{len(configs)}] {c.name}: default median {base['mean'][0]:.1f} % p90 {base['mean'][1]:.1f} %",
               file=sys.stderr, flush=True)
         for u in units:
-            res["off"][u].append(metrics(predict(model_at, db, f"-{u}"), meas))
+            res["off"][u].append(c.score(f"-{u}"))
     n = len(configs)
-    noise = [sum(abs(d[0][j] - d[1][j]) / 2 for d in res["default"]) / n for j in (0, 1)]
+    noise = noise_of(configs, res["default"])
     mean_default = [sum(d["mean"][j] for d in res["default"]) / n for j in (0, 1)]
     print(f"\n{n} configurations ({', '.join(res['configs'])})")
     print(f"default: mean median {mean_default[0]:.2f} %, mean p90 {mean_default[1]:.2f} %; "
           f"noise N_median {noise[0]:.2f}, N_p90 {noise[1]:.2f} points")
     print(f"{'refinement off':22s} {'d median':>9s} {'d p90':>8s}  verdict")
-    rows = []
+    rows, verdicts = [], {}
     for u in units:
         d = [sum(o["mean"][j] - b["mean"][j] for o, b in zip(res["off"][u], res["default"])) / n for j in (0, 1)]
         keep = d[0] > noise[0] or d[1] > noise[1]
+        hurts = d[0] < -noise[0] or d[1] < -noise[1]
         rows.append((u, d, keep))
-        print(f"{u:22s} {d[0]:+9.2f} {d[1]:+8.2f}  {'stays' if keep else 'goes'}")
+        verdict = ("earns" if keep else "hurts" if hurts else "within noise") if a.synthetic else \
+            ("stays" if keep else "goes")
+        verdicts[u] = verdict
+        print(f"{u:22s} {d[0]:+9.2f} {d[1]:+8.2f}  {verdict}")
+    if a.synthetic:     # this data set reports; it removes nothing (docs/experiments/ablation-rule.md)
+        rows = [(u, d, True) for u, d, _ in rows]
     # the check of the whole: every failing refinement off together; put back, largest delta first, while the
     # reduced model is worse than the default by more than the noise
     goes = sorted((r for r in rows if not r[2]), key=lambda r: (r[1][0], r[1][1]), reverse=True)
     put_back = []
     while goes:
         off = ",".join(f"-{u}" for u, _, _ in goes)
-        got = [metrics(predict(m, db, off), meas)["mean"] for _, m, db, meas in configs]
+        got = [c.score(off)["mean"] for c in configs]
         whole = [sum(g[j] for g in got) / n for j in (0, 1)]
         print(f"without {', '.join(u for u, _, _ in goes)}: mean median {whole[0]:.2f} %, mean p90 {whole[1]:.2f} %")
         if whole[0] - mean_default[0] <= noise[0] and whole[1] - mean_default[1] <= noise[1]:
@@ -106,7 +162,7 @@ def main():
         print(f"  put back: {put_back[-1]}")
     res["put_back"] = put_back
     res["summary"] = {"noise": noise, "default": mean_default,
-                      "delta": {u: d for u, d, _ in rows}, "stays": [u for u, _, k in rows if k]}
+                      "delta": {u: d for u, d, _ in rows}, "verdict": verdicts}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1, default=str)
