@@ -252,14 +252,15 @@ def write_results(path: str, d: Demo, argv) -> None:
              "small": d.small, "large": d.large, "hosts": HOSTS, "slots": SLOTS,
              "launcher": "Pwrake (Gfarm mode)" if d.pwrake else "rake with placement",
              "seconds": round(d.elapsed()), "walls_s": [round(d.walls[r], 1) for r in d.large_runs],
-             "stages": fig["stages"], "median": fig["median"], "p90": fig["p90"],
-             "spread_median": fig["spread_median"], "spread_max": fig["spread_max"],
-             "whole_pct": w.get("error_pct"), "whole_spread_pct": w.get("spread_pct"),
-             "baseline_median": fig["baseline_median"], "baseline_p90": fig["baseline_p90"],
-             "baseline_whole_pct": w.get("baseline_error_pct"), "load": round(load1, 1)}
+             "stages": fig["stages"], "load": round(load1, 1)}
+    figs = {"median": fig["median"], "p90": fig["p90"], "spread_median": fig["spread_median"],
+            "spread_max": fig["spread_max"], "whole_pct": w.get("error_pct"), "whole_spread_pct": w.get("spread_pct"),
+            "baseline_median": fig["baseline_median"], "baseline_p90": fig["baseline_p90"],
+            "baseline_whole_pct": w.get("baseline_error_pct")}
+    entry.update({k: None if v is None else round(v, 1) for k, v in figs.items()})
 
     def add(section):
-        section["command"] = results.command_line("montage_example/demo.py", argv, hide=("--out",))
+        section["command"] = results.command_line("montage_example/demo.py", argv, drop=("--results", "--out"))
         section["runs"] = ([entry] + section.get("runs", []))[:RESULTS_KEPT]
     results.update(path, "demo", add)
     print(f"the demo's figures written into {path} (python -m montage_example.results renders the page)")

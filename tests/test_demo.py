@@ -110,13 +110,14 @@ def test_demo_end_to_end(bare_machine, tmp_path):
 
     # --results: this demo first in the results file's demo section, its figures those of the summary
     demo = _json(res)["demo"]
-    assert demo["command"] == "python montage_example/demo.py --preset tiny --out DIR"
+    assert demo["command"] == "python montage_example/demo.py --preset tiny"
     entry = demo["runs"][0]
     assert {k: entry[k] for k in ("preset", "small", "large", "hosts", "slots", "launcher", "stages")} == {
         "preset": "tiny", "small": [4, 9], "large": 16, "hosts": 4, "slots": 2, "launcher": "rake with placement",
         "stages": 14}
     assert f"per-stage |error| median {entry['median']:.0f} %, p90 {entry['p90']:.0f} % over 14 stages" in summary
     assert f"error {entry['whole_pct']:+.0f} %, the runs' spread {entry['whole_spread_pct']:.0f} %" in summary
+    assert entry["median"] == round(entry["median"], 1) and len(entry["walls_s"]) == 2
     assert f"the demo's figures written into {res}" in r.stdout
 
 
