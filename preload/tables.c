@@ -146,6 +146,7 @@ size_t abs_path(struct shim_tables *t, int dirfd, const char *path, char *out)
 void cwd_update(struct shim_paths *w)
 {
     w->gen++;
+    w->cwd = w->cwd_room;
     long r = syscall(SYS_getcwd, w->cwd, PATH_MAX);
     if (r < 0 || w->cwd[0] != '/') {
         struct stat st;
@@ -517,8 +518,12 @@ void tables_fork_child(struct shim_tables *t)
         f->flags = (uint16_t)((f->flags | FF_INHERITED) & ~FF_CREATED);
         f->cold = 0;
     }
-    /* cold parts: drop the pages (they read back as zeros) rather than touching every one */
-    syscall(SYS_madvise, t->cold, sizeof(struct fcold) * 2 * FREC_MAX, MADV_DONTNEED);
+    /* cold parts: drop the pages (they read back as zeros) rather than touching every one; the ones in use only
+     * (a walk of the whole reservation's page tables costs every fork a few us) */
+    if (t->ncold) {                     /* past FREC_MAX: the second half of the pool is in use too (cold_of) */
+        size_t used = t->ncold >= FREC_MAX ? 2 * (size_t)FREC_MAX : t->ncold;
+        syscall(SYS_madvise, t->cold, (used * sizeof(struct fcold) + 4095) & ~(size_t)4095, MADV_DONTNEED);
+    }
     t->ncold = 0;
     t->nops = 0; t->munmaps = 0; t->files_dropped = 0;
 }
