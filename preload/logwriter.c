@@ -444,17 +444,6 @@ static void cpu_wait_sum(struct shim_process *p)
     wb_str(p, S_CPU_WAIT, b, (size_t)(e - b));
 }
 
-/* give the unnamed file fd the name (dfd, name): linkat of the fd itself, or of its /proc/self/fd link (kernels that
- * allow the first only with CAP_DAC_READ_SEARCH) */
-static int link_fd(int fd, int dfd, const char *name)
-{
-    if (syscall(SYS_linkat, fd, "", dfd, name, AT_EMPTY_PATH) == 0) return 0;
-    if (errno == EEXIST) return -1;
-    char lp[32] = "/proc/self/fd/";
-    u64_str(lp + 14, (uint64_t)fd);
-    return syscall(SYS_linkat, AT_FDCWD, lp, dfd, name, AT_SYMLINK_FOLLOW) == 0 ? 0 : -1;
-}
-
 /* the end of the image, taken once by write_log (a log written again, or by a child, says the same) */
 #define LOG_NO_FD 1                    /* write_image: no fd left for the log (EMFILE), nothing written or warned */
 
@@ -477,23 +466,12 @@ static int write_image(struct shim_process *p, int last_try)
     if (p->site.dirfd >= 0 && fd_is(p->site.dirfd, p->site.dir_dev, p->site.dir_ino)) { dfd = p->site.dirfd; tname = tmp + dl + 1; fname = fin + dl + 1; }
     int in_place = p->site.prefd >= 0 && fd_is(p->site.prefd, p->site.pre_dev, p->site.pre_ino);
 
-    int unnamed = 0;
     if (in_place) {
         p->w.fd = p->site.prefd;
         syscall(SYS_ftruncate, p->w.fd, 0);          /* a failed exec's log is rewritten */
         syscall(SYS_lseek, p->w.fd, 0, SEEK_SET);
     } else {
-        /* an unnamed file in the folder (O_TMPFILE), given its name once complete: a create and a rename cost
-         * ~7 us more per process on a tmpfs; where that does not work, the named temp file */
-        p->w.fd = -1;
-        if (!p->w.named_only) {
-            p->w.fd = (int)syscall(SYS_openat, dfd, dfd == AT_FDCWD ? p->id.dir : ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
-            if (p->w.fd < 0 && errno == EMFILE && !last_try) { errno = saved; return LOG_NO_FD; }
-            if (p->w.fd < 0) p->w.named_only = 1;
-            else unnamed = 1;
-        }
-        if (!unnamed)
-            p->w.fd = (int)syscall(SYS_openat, dfd, tname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        p->w.fd = (int)syscall(SYS_openat, dfd, tname, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (p->w.fd < 0 && errno == EMFILE && !last_try) { errno = saved; return LOG_NO_FD; }
         if (p->w.fd < 0) { warn_once(&p->warn, "cannot create log", tmp, errno); errno = saved; return -1; }
     }
@@ -599,7 +577,7 @@ static int write_image(struct shim_process *p, int last_try)
     wb_put(p, &total, 8);
     wb_flush(p);
     if (p->w.fd_short && !last_try) {     /* a kernel file could not be read for want of an fd: written again */
-        if (!in_place) { syscall(SYS_close, p->w.fd); if (!unnamed) syscall(SYS_unlinkat, dfd, tname, 0); }
+        if (!in_place) { syscall(SYS_close, p->w.fd); syscall(SYS_unlinkat, dfd, tname, 0); }
         errno = saved;
         return LOG_NO_FD;
     }
@@ -611,16 +589,6 @@ static int write_image(struct shim_process *p, int last_try)
             errno = saved;
             return -1;
         }
-        priv_warn(p, fin);
-        errno = saved;
-        return 0;
-    }
-    if (unnamed) {
-        /* linked under its name, or else (an error, the name taken by a failed exec's log, a kernel that lets
-         * only a privileged user link an fd) written again the named way, which reports any failure */
-        int ok = !p->w.err && link_fd(p->w.fd, dfd, fname) == 0;
-        syscall(SYS_close, p->w.fd);
-        if (!ok) { p->w.named_only = 1; errno = saved; return write_image(p, last_try); }
         priv_warn(p, fin);
         errno = saved;
         return 0;

@@ -235,7 +235,6 @@ struct shim_writer {
     uint64_t total;
     double scale;                     /* ns per tick */
     int fd_short;                     /* one of the writer's own opens failed with EMFILE */
-    int named_only;                   /* the log folder takes no unnamed file (O_TMPFILE) that the writer can link */
     char sched_path[48];              /* /proc/self/schedstat, or /proc/<pid>/schedstat in a log-writing copy */
     uint64_t t_end, real_end;         /* the end of the image, taken once (a log written again says the same) */
     int32_t ppid_end;
