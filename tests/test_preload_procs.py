@@ -169,3 +169,19 @@ def test_start_clocks_of_a_fork_child_and_of_images_with_and_without_file_io(tmp
     assert clocks["fork"][1][:3] == [0, 0, 0] and by["fork"]["exit_status"] == 4
     assert sum(clocks["fork"][1][3:]) > 0
     assert [f["bytes_read"] for f in ls[[l.process["origin"] for l in ls].index("fork")].files] == [100]
+
+
+def test_a_failed_exec_log_is_written_again_under_the_same_name(tmp_path):
+    """The log written before an exec that fails is replaced by the image's final log under the same name, with
+    what the image did before and after the exec."""
+    logdir, before, after = tmp_path / "logs", tmp_path / "before", tmp_path / "after"
+    logdir.mkdir()
+    code = ("import os, sys\n"
+            f"open({str(before)!r}, 'w').write('b' * 5)\n"
+            "try:\n    os.execv('/nonexistent/prog', ['prog'])\nexcept OSError:\n    pass\n"
+            f"open({str(after)!r}, 'w').write('a' * 7)\n")
+    r = run(["/usr/bin/python3", "-S", "-c", code], str(logdir))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    (log,) = logs(str(logdir))
+    assert len(os.listdir(logdir)) == 1 and log.complete and log.process["ended_by"] == "main_return"
+    assert log.file_by_path(str(before))["bytes_written"] == 5 and log.file_by_path(str(after))["bytes_written"] == 7
