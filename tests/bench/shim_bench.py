@@ -271,8 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         arms += [Arm("darshan", "darshan", lib), Arm("darshan+dxt", "dxt", lib)]
     shims = [x for x in arms if x.kind in ("none", "shim")]
     tmp = tempfile.mkdtemp(prefix="shim_bench.")
+    # room for every copy (kept to the end, see copy_tree): a tree takes ~8.2 MB of a tmpfs (2,000 files of at most
+    # 4 KiB, a page each), so with the Darshan arms 31 rounds need more than the 1 GiB three arms fit in
+    size_mb = 256 + (COPY_REPS * len(arms) + 2) * 10
     on_tmpfs = os.geteuid() == 0 and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1g", "shim_bench", tmp]).returncode == 0
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "shim_bench", tmp]).returncode == 0
     logdir = os.path.join(tmp, "logs")
     make_logdirs(logdir, arms)
     try:
