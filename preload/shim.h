@@ -55,7 +55,7 @@
 /* the counter helpers below fold to a few instructions once their counter is a constant: always inlined (left to
  * itself GCC calls rec_rw and CADD out of line, ~20 instructions per counter instead of ~3) */
 #define HOT static inline __attribute__((always_inline))
-#define SHIM_VERSION "mtcprof-shim 1.4 (log format 3)"
+#define SHIM_VERSION "mtcprof-shim 1.3 (log format 3)"
 
 #pragma GCC visibility push(hidden)
 
