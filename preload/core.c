@@ -62,28 +62,14 @@ static void *arena(size_t bytes)
     long r = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return (r == -1 || (unsigned long)r > -4096UL) ? NULL : (void *)r;
 }
-/* The kernel's counters at the image's start (/proc/uptime, /proc/self/schedstat: an open of /proc each, ~5 us) are
- * read at its first traced file call (tables_first_use), or when its log is written if it never made one (then
- * one read serves as start and end, logwriter.c): a process that does no file I/O opens /proc twice, not four
- * times.  Raw syscalls, errno kept (it may run in a signal handler). */
-static void clock_first_use(void)
-{
-    int e = errno;
-    struct shim_clock *c = &shim.clock;
-    c->uptime0_len = read_line("/proc/uptime", c->uptime0, sizeof c->uptime0, NULL);
-    c->sched0_len = read_line("/proc/self/schedstat", c->sched0, sizeof c->sched0, NULL);
-    errno = e;
-}
-/* the clock's base at the image's start (or a fork child's fork, which reads the kernel's counters at once: its
- * /proc/self/schedstat at the fork is "0 0 0", the kernel starting a new task's counters at zero, so only
- * /proc/uptime is opened, and the child's wait for its first CPU counts too) */
+/* the clock's base and the kernel's counters at the image's start (or a fork child's fork).  A fork child's
+ * /proc/self/schedstat at its fork is "0 0 0" (the kernel starts a new task's counters at zero): not read, which
+ * saves every fork an open of /proc (~4 us) and counts the child's wait for its first CPU too. */
 static void time_base(struct shim_clock *c, int fork_child)
 {
-    if (fork_child) {
-        c->uptime0_len = read_line("/proc/uptime", c->uptime0, sizeof c->uptime0, NULL);
-        memcpy(c->sched0, "0 0 0", 5);
-        c->sched0_len = 5;
-    }
+    c->uptime0_len = read_line("/proc/uptime", c->uptime0, sizeof c->uptime0, NULL);
+    if (fork_child) { memcpy(c->sched0, "0 0 0", 5); c->sched0_len = 5; }
+    else c->sched0_len = read_line("/proc/self/schedstat", c->sched0, sizeof c->sched0, NULL);
     c->tick0 = NOW();
     c->mono0 = clock_ns(CLOCK_MONOTONIC);
     c->real0 = clock_ns(CLOCK_REALTIME);
@@ -130,7 +116,6 @@ static void atfork_child(void)
     shim.id.parent_start_ns = shim.clock.real0;
     shim.id.origin = 1;
     shim.id.pid = (pid_t)syscall(SYS_getpid);
-    shim.tab.first_due = 0;                     /* the child's own start, now */
     time_base(&shim.clock, 1);
     tables_fork_child(&shim.tab);
     shim.end = (struct shim_end){.exit_status = -1};
@@ -292,8 +277,6 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
         t->trace = t->ops != NULL;
     }
     t->cpu_wait = !strcmp(env_or("MTCPROF_CPU_WAIT", ""), "1");
-    t->first_use = clock_first_use;
-    t->first_due = 1;
     time_base(&shim.clock, 0);
     install_signals();
     pthread_atfork(NULL, NULL, atfork_child);

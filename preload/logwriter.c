@@ -378,17 +378,14 @@ void log_fork_child(struct shim_process *p)
 }
 
 /* STR key "<pre> <start> <now>": a kernel file's first line as read at the image's start (start, len) and as it
- * reads now, after pre (n bytes already in b, which has 192); now is start again when start was read just now */
-static void wb_then_now(struct shim_process *p, uint32_t key, char *b, size_t n, const char *start, size_t len,
-                        const char *path, int just_read)
+ * reads now, after pre (n bytes already in b, which has 192) */
+static void wb_then_now(struct shim_process *p, uint32_t key, char *b, size_t n, const char *start, size_t len, const char *path)
 {
     if (n) b[n++] = ' ';
     memcpy(b + n, start, len);
     n += len;
     b[n++] = ' ';
-    size_t l = len;
-    if (just_read) memcpy(b + n, start, len);
-    else l = read_line(path, b + n, 192 - n, &p->w.fd_short);
+    size_t l = read_line(path, b + n, 192 - n, &p->w.fd_short);
     if (l) wb_str(p, key, b, n + l);
 }
 
@@ -409,7 +406,7 @@ static unsigned cpu_count(const char *on, size_t lo)
 /* STR cpu_clock "<online CPUs> <up s> <idle s> <up s> <idle s>": /proc/uptime at the image's start and now, idle
  * summed over the CPUs; ingest turns them into the machine's busy share while a stage ran (FORMAT.md).  The CPU list
  * is the launcher's (MTCPROF_CPUS_ONLINE) when it gave a valid one, else read here. */
-static void cpu_clock(struct shim_process *p, int just_read)
+static void cpu_clock(struct shim_process *p)
 {
     char on[64], b[192];
     if (!p->clock.uptime0_len) return;
@@ -418,18 +415,16 @@ static void cpu_clock(struct shim_process *p, int just_read)
         size_t lo = read_line("/sys/devices/system/cpu/online", on, sizeof on, &p->w.fd_short);
         if (!lo || !(cpus = cpu_count(on, lo))) return;
     }
-    wb_then_now(p, S_CPU_CLOCK, b, (size_t)(u64_str(b, cpus) - b), p->clock.uptime0, p->clock.uptime0_len, "/proc/uptime",
-                just_read);
+    wb_then_now(p, S_CPU_CLOCK, b, (size_t)(u64_str(b, cpus) - b), p->clock.uptime0, p->clock.uptime0_len, "/proc/uptime");
 }
 
 /* STR sched "<on-CPU ns> <waiting ns> <timeslices> <on-CPU ns> <waiting ns> <timeslices>": /proc/self/schedstat
  * (the main thread's) at the image's start and now; ingest turns the waits into the share of a stage's time its
  * processes were ready to run but had no CPU, which a blocking call's measured time includes (FORMAT.md) */
-static void sched_clock(struct shim_process *p, int just_read)
+static void sched_clock(struct shim_process *p)
 {
     char b[192];
-    if (p->clock.sched0_len)
-        wb_then_now(p, S_SCHED, b, 0, p->clock.sched0, p->clock.sched0_len, p->w.sched_path, just_read);
+    if (p->clock.sched0_len) wb_then_now(p, S_SCHED, b, 0, p->clock.sched0, p->clock.sched0_len, p->w.sched_path);
 }
 
 /* STR cpu_wait "<waiting ns> <calls>" (MTCPROF_CPU_WAIT=1): the timed calls' wait for a CPU, summed over the calls
@@ -528,11 +523,8 @@ static int write_image(struct shim_process *p, int last_try)
     if (p->opt.incl_raw[0]) wb_str(p, S_INCLUDE, p->opt.incl_raw, s_len(p->opt.incl_raw));
     if (p->opt.excl_raw[0]) wb_str(p, S_EXCLUDE, p->opt.excl_raw, s_len(p->opt.excl_raw));
     wb_str(p, S_SHIM_VERSION, SHIM_VERSION, sizeof SHIM_VERSION - 1);
-    /* an image that made no traced file call has not read its start clock: read once, as start and end */
-    int just_read = 0;
-    if (__atomic_exchange_n(&p->tab.first_due, 0, __ATOMIC_ACQ_REL)) { p->tab.first_use(); just_read = 1; }
-    cpu_clock(p, just_read);
-    sched_clock(p, just_read);
+    cpu_clock(p);
+    sched_clock(p);
     cpu_wait_sum(p);
     if (p->opt.mounts_given) {
         for (const char *m = p->opt.mounts_raw; *m;) {

@@ -149,8 +149,7 @@ struct shim_task {
     size_t argv_len;
     int argv_trunc;
 };
-/* the clock: ticks (TSC or monotonic ns) -> realtime ns, and the kernel's counters at the image's start (read at its
- * first traced file call, see shim_tables.first_due; a fork child's at its fork) */
+/* the clock: ticks (TSC or monotonic ns) -> realtime ns, and the kernel's counters at the image's start */
 struct shim_clock {
     uint64_t tick0, mono0, real0;
     char uptime0[48];                 /* /proc/uptime (see cpu_clock in logwriter.c) */
@@ -205,10 +204,6 @@ struct shim_tables {
     uint32_t memo_gen, memo_len;
     char memo[240];
     struct shim_paths where;
-    /* the image's start clock (shim_clock's kernel counters) is read at its first traced file call, the first
-     * that finds or makes a record (frec_get, fd_adopt): first_use, once, while first_due (core.c) */
-    int first_due;
-    void (*first_use)(void);
 };
 /* the shim's messages (warn.c) */
 struct shim_warn {
@@ -287,10 +282,6 @@ void rec_open_failed(struct shim_tables *t, int dirfd, const char *path, uint64_
 void rec_close(struct shim_tables *t, struct ofd *o, uint64_t t0, uint64_t t1, uint16_t fl);
 int frec_active(const struct shim_tables *t, const struct frec *f);
 int tables_active(const struct shim_tables *t);
-HOT void tables_first_use(struct shim_tables *t)
-{
-    if (UNLIKELY(t->first_due) && __atomic_exchange_n(&t->first_due, 0, __ATOMIC_ACQ_REL)) t->first_use();
-}
 void tables_fork_child(struct shim_tables *t);
 
 /* logwriter.c */

@@ -253,7 +253,6 @@ static void prefault(const struct shim_tables *t, uint32_t idx, uint64_t po, siz
 }
 struct frec *frec_get(struct shim_tables *t, const char *p, size_t pl, uint32_t flags)
 {
-    tables_first_use(t);
     uint32_t h = hash_path(p, pl);
     int st = ST;
     struct frec *f = t->last;
@@ -382,7 +381,6 @@ struct ofd *fd_adopt(struct shim_tables *t, int fd)
     int saved = errno;
     struct stat st;
     struct ofd *o = FD_NONE;
-    tables_first_use(t);
     if (syscall(SYS_fstat, fd, &st)) { errno = saved; return NULL; }
     if (S_ISREG(st.st_mode)) {
         char path[PATH_MAX];
