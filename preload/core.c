@@ -62,11 +62,14 @@ static void *arena(size_t bytes)
     long r = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return (r == -1 || (unsigned long)r > -4096UL) ? NULL : (void *)r;
 }
-/* the clock's base and the kernel's counters at the image's start (or a fork child's fork) */
-static void time_base(struct shim_clock *c)
+/* the clock's base and the kernel's counters at the image's start (or a fork child's fork).  A fork child's
+ * /proc/self/schedstat at its fork is "0 0 0" (the kernel starts a new task's counters at zero): not read, which
+ * saves every fork an open of /proc (~4 us) and counts the child's wait for its first CPU too. */
+static void time_base(struct shim_clock *c, int fork_child)
 {
     c->uptime0_len = read_line("/proc/uptime", c->uptime0, sizeof c->uptime0, NULL);
-    c->sched0_len = read_line("/proc/self/schedstat", c->sched0, sizeof c->sched0, NULL);
+    if (fork_child) { memcpy(c->sched0, "0 0 0", 5); c->sched0_len = 5; }
+    else c->sched0_len = read_line("/proc/self/schedstat", c->sched0, sizeof c->sched0, NULL);
     c->tick0 = NOW();
     c->mono0 = clock_ns(CLOCK_MONOTONIC);
     c->real0 = clock_ns(CLOCK_REALTIME);
@@ -113,7 +116,7 @@ static void atfork_child(void)
     shim.id.parent_start_ns = shim.clock.real0;
     shim.id.origin = 1;
     shim.id.pid = (pid_t)syscall(SYS_getpid);
-    time_base(&shim.clock);
+    time_base(&shim.clock, 1);
     tables_fork_child(&shim.tab);
     shim.end = (struct shim_end){.exit_status = -1};
     log_fork_child(&shim);
@@ -184,12 +187,13 @@ static char *str_keep(char **bump, const char *s, size_t cap)
     return d;
 }
 #define PREFIX_STORE 8192
-/* the packed strings (argv, 8 strings of at most PATH_MAX, the online CPU list, the prefixes, the working directory) */
-#define STRINGS_BYTES (ARGV_MAX_BYTES + 8 * PATH_MAX + CPUS_ONLINE_MAX + PREFIX_STORE + PATH_MAX + 64)
+/* the packed strings (argv, 8 strings of at most PATH_MAX, the online CPU list, the prefixes), then the log buffer and
+ * the room for the working directory */
+#define STRINGS_BYTES (ARGV_MAX_BYTES + 8 * PATH_MAX + CPUS_ONLINE_MAX + PREFIX_STORE + 64)
 
-/* The strings of a traced process live at the start of its memory reservation, packed one after the other (the
- * working directory, which changes, last, with room for PATH_MAX): a process touches one or two pages for all of
- * them instead of one page per PATH_MAX-sized array. */
+/* The strings of a traced process live at the start of its memory reservation, packed one after the other, then the
+ * log buffer: a process touches one or two pages for all of them and a short log instead of one page per
+ * PATH_MAX-sized array. */
 __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, char **envp)
 {
     (void)envp;
@@ -200,9 +204,9 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     struct shim_opts *opt = &shim.opt;
     struct shim_tables *t = &shim.tab;
     struct shim_paths *w = &shim.tab.where;
-    /* one reservation for everything (pages are backed only when touched): the strings, root, exe and log buffer,
-     * then the tables */
-    const size_t parts[] = {STRINGS_BYTES + 2 * PATH_MAX + LOG_BUF_BYTES, sizeof(struct frec) * FREC_MAX,
+    /* one reservation for everything (pages are backed only when touched): the strings, log buffer, cwd room, root
+     * and exe, then the tables */
+    const size_t parts[] = {STRINGS_BYTES + 64 + LOG_BUF_BYTES + 3 * PATH_MAX, sizeof(struct frec) * FREC_MAX,
                             sizeof(struct fcold) * 2 * FREC_MAX, sizeof(uint32_t) * NBUCKETS, PATHS_BYTES,
                             sizeof(struct ofd) * OFD_MAX, NBUCKETS / 8, sizeof(struct ofd *) * FD_MAX};
     size_t total = 0;
@@ -210,9 +214,8 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     char *mem0 = arena(total), *mem = mem0;
     if (!mem) { warn_once(&shim.warn, "cannot reserve memory", "", ENOMEM); errno = saved; return; }
     char *bump = mem;
-    w->root = mem + STRINGS_BYTES;
+    w->root = mem + STRINGS_BYTES + 64 + LOG_BUF_BYTES + PATH_MAX;   /* after the strings, log buffer, cwd room */
     shim.site.exe = w->root + PATH_MAX;
-    shim.w.buf = shim.site.exe + PATH_MAX;
     mem += (parts[0] + 4095) & ~(size_t)4095;
     t->frecs = (struct frec *)mem; mem += (parts[1] + 4095) & ~(size_t)4095;
     t->cold = (struct fcold *)mem; mem += (parts[2] + 4095) & ~(size_t)4095;
@@ -227,7 +230,7 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     bump += id->argv_len;
     warn_init(&shim.warn);
     id->pid = (pid_t)syscall(SYS_getpid);
-    w->cwd = bump;                              /* for now: the start directory, kept as cwd0 */
+    w->cwd_room = bump;                         /* the start directory, kept as cwd0 */
     cwd_update(w);
     id->cwd0 = w->cwd;
     bump += w->cwd_len + 1;
@@ -242,7 +245,7 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
 
     const char *h = getenv("MTCPROF_HOST");
     if (h && *h) id->host = str_keep(&bump, h, 256);
-    else { struct utsname u; id->host = str_keep(&bump, uname(&u) == 0 ? u.nodename : "localhost", 256); }
+    else { struct utsname u; id->host = str_keep(&bump, syscall(SYS_uname, &u) == 0 ? u.nodename : "localhost", 256); }
     for (char *c = id->host; *c; c++) if (*c == '/') *c = '_';
     id->run = str_keep(&bump, env_or("MTCPROF_RUN", ""), 256);
     id->task = str_keep(&bump, env_or("MTCPROF_TASK", ""), 256);
@@ -254,8 +257,11 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     opt->mounts_raw = str_keep(&bump, gm ? gm : "", 4096);
     opt->cpus_online = str_keep(&bump, env_or("MTCPROF_CPUS_ONLINE", ""), CPUS_ONLINE_MAX);
     path_filters(w, id->dir, opt->excl_raw, opt->incl_raw, &bump, bump + PREFIX_STORE);
-    w->cwd = bump;                              /* the working directory from now on: room for PATH_MAX */
-    memcpy(w->cwd, id->cwd0, w->cwd_len + 1);
+    /* the log buffer right after the strings, so that a short log is built in the page they are in (a page of
+     * its own would be one more first-touch fault, ~2 us, in every process), then the room for the working
+     * directory once it changes (until then w->cwd is cwd0) */
+    shim.w.buf = (char *)(((uintptr_t)bump + 63) & ~(uintptr_t)63);
+    w->cwd_room = shim.w.buf + LOG_BUF_BYTES;
 
     const char *tr = env_or("MTCPROF_TRACE", "");
     if (!strcmp(tr, "ops")) {
@@ -271,7 +277,7 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
         t->trace = t->ops != NULL;
     }
     t->cpu_wait = !strcmp(env_or("MTCPROF_CPU_WAIT", ""), "1");
-    time_base(&shim.clock);
+    time_base(&shim.clock, 0);
     install_signals();
     pthread_atfork(NULL, NULL, atfork_child);
     __atomic_store_n(&shim.on, 1, __ATOMIC_RELEASE);

@@ -43,6 +43,22 @@ static void wb_str(struct shim_process *p, uint32_t key, const char *s, size_t n
     wb_put(p, s, n);
     wb_pad(p, n);
 }
+/* STR exe: /proc/self/exe read straight into the buffer (no page of its own to touch) */
+static void wb_exe(struct shim_process *p)
+{
+    if (LOG_BUF_BYTES - p->w.len < 16 + PATH_MAX) wb_flush(p);
+    char *r = p->w.buf + p->w.len;
+    long n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", r + 16, PATH_MAX);
+    if (n <= 0) return;
+    uint16_t th[2] = {R_STR, 0};
+    uint32_t len = (uint32_t)((8 + (size_t)n + 7) & ~(size_t)7), kv[2] = {S_EXE, (uint32_t)n};
+    memcpy(r, th, 4);
+    memcpy(r + 4, &len, 4);
+    memcpy(r + 8, kv, 8);
+    memset(r + 16 + n, 0, len - 8 - (size_t)n);
+    p->w.len += 8 + len;
+    p->w.nrec++;
+}
 static inline uint64_t tick_ns(const struct shim_process *p, uint64_t t)
 {
     return t ? p->clock.real0 + (uint64_t)((double)(int64_t)(t - p->clock.tick0) * p->w.scale) : 0;
@@ -500,10 +516,7 @@ static int write_image(struct shim_process *p, int last_try)
     if (p->id.task[0]) wb_str(p, S_TASK, p->id.task, s_len(p->id.task));
     if (p->id.stage[0]) wb_str(p, S_STAGE, p->id.stage, s_len(p->id.stage));
     if (p->site.exe_len > 0) wb_str(p, S_EXE, p->site.exe, (size_t)p->site.exe_len);
-    else {
-        long r = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", p->site.exe, PATH_MAX);
-        if (r > 0) wb_str(p, S_EXE, p->site.exe, (size_t)r);
-    }
+    else wb_exe(p);
     wb_argv(p);
     wb_str(p, S_CWD, p->id.cwd0, s_len(p->id.cwd0));
     wb_str(p, S_LOGDIR, p->id.dir, s_len(p->id.dir));

@@ -166,7 +166,8 @@ struct shim_end {
 };
 /* where paths are resolved and which are recorded (tables.c) */
 struct shim_paths {
-    char *cwd;                        /* PATH_MAX bytes: the working directory, or a "?cwd=" stand-in */
+    char *cwd;                        /* the working directory, or a "?cwd=" stand-in: the start's until it changes */
+    char *cwd_room;                   /* PATH_MAX bytes where cwd_update puts it */
     size_t cwd_len;
     char *root;                       /* PATH_MAX bytes: the new root after a chroot, as seen from the original one */
     size_t root_len;                  /* 0 without a chroot */

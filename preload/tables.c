@@ -146,6 +146,7 @@ size_t abs_path(struct shim_tables *t, int dirfd, const char *path, char *out)
 void cwd_update(struct shim_paths *w)
 {
     w->gen++;
+    w->cwd = w->cwd_room;
     long r = syscall(SYS_getcwd, w->cwd, PATH_MAX);
     if (r < 0 || w->cwd[0] != '/') {
         struct stat st;
@@ -228,9 +229,21 @@ static inline struct frec *found(struct frec *f, uint32_t flags)
  * The first 64 KiB fault page by page, so that a process with a few files pays for no more than it touches.  Without
  * MADV_POPULATE_WRITE (Linux < 5.14) pages fault as before. */
 #define PREFAULT_BYTES (64u << 10)
+/* At the MANY_FILES-th record the rest of the first 64 KiB of records and of paths, and the path hash's buckets
+ * (64 KiB read at random: a process with a few hundred files touches every page of them), are faulted in by three
+ * madvise calls instead of ~40 faults one by one (cp -r of 2,000 files: 183 page faults of the process -> 156). */
+#define MANY_FILES 128u
+static void prefault_many(const struct shim_tables *t, uint64_t po)
+{
+    syscall(SYS_madvise, &t->frecs[MANY_FILES], PREFAULT_BYTES - MANY_FILES * sizeof(struct frec), MADV_POPULATE_WRITE);
+    uint64_t from = po & ~(uint64_t)4095;
+    if (from < PREFAULT_BYTES) syscall(SYS_madvise, t->paths + from, PREFAULT_BYTES - from, MADV_POPULATE_WRITE);
+    syscall(SYS_madvise, t->bkt, sizeof(uint32_t) * NBUCKETS, MADV_POPULATE_WRITE);
+}
 static void prefault(const struct shim_tables *t, uint32_t idx, uint64_t po, size_t n)
 {
     int saved = errno;
+    if (idx == MANY_FILES) prefault_many(t, po);
     if (idx && idx % (PREFAULT_BYTES / sizeof(struct frec)) == 0)          /* FREC_MAX is a multiple of it */
         syscall(SYS_madvise, &t->frecs[idx], PREFAULT_BYTES, MADV_POPULATE_WRITE);
     uint64_t chunk = (po + n) / PREFAULT_BYTES;                            /* the path's last byte is at po + n - 1 */
@@ -517,8 +530,12 @@ void tables_fork_child(struct shim_tables *t)
         f->flags = (uint16_t)((f->flags | FF_INHERITED) & ~FF_CREATED);
         f->cold = 0;
     }
-    /* cold parts: drop the pages (they read back as zeros) rather than touching every one */
-    syscall(SYS_madvise, t->cold, sizeof(struct fcold) * 2 * FREC_MAX, MADV_DONTNEED);
+    /* cold parts: drop the pages (they read back as zeros) rather than touching every one; the ones in use only
+     * (a walk of the whole reservation's page tables costs every fork a few us) */
+    if (t->ncold) {                     /* past FREC_MAX: the second half of the pool is in use too (cold_of) */
+        size_t used = t->ncold >= FREC_MAX ? 2 * (size_t)FREC_MAX : t->ncold;
+        syscall(SYS_madvise, t->cold, (used * sizeof(struct fcold) + 4095) & ~(size_t)4095, MADV_DONTNEED);
+    }
     t->ncold = 0;
     t->nops = 0; t->munmaps = 0; t->files_dropped = 0;
 }

@@ -145,3 +145,42 @@ def test_vfork_stays_vfork(tmp_path, mode):
         (log,) = logs(str(logdir))
         assert nonzero(log.file_by_path(str(out))) == dict(opens=1, creates=1, closes=1, writes=2, bytes_written=7,
                                                           max_offset=7)
+
+
+def test_start_clocks_of_a_fork_child_and_of_images_with_and_without_file_io(tmp_path):
+    """The kernel's counters at a start and at the end (FORMAT.md STR 14 cpu_clock, 15 sched), read at the image's
+    start whether or not it makes a file call: a fork child's schedstat at its fork is the kernel's "0 0 0"; the end
+    never before the start."""
+    logdir, data = tmp_path / "logs", tmp_path / "data"
+    logdir.mkdir()
+    data.write_bytes(b"x" * 100)
+    r = run(["sh", "-c", f'/bin/true; cat "{data}" >/dev/null; (read l < "{data}"; exit 4); :'], str(logdir))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    ls = logs(str(logdir))
+    by = {("fork" if l.process["origin"] == "fork" else l.process["argv"][0]): l.process for l in ls}
+    assert sorted(by) == ["/bin/true", "cat", "fork", "sh"] and len(ls) == 4
+    clocks = {k: (p["cpu_clock"].split(), [int(x) for x in p["sched"].split()]) for k, p in by.items()}
+    for k, (cpu, sch) in clocks.items():
+        assert len(cpu) == 5 and int(cpu[0]) == os.cpu_count() and len(sch) == 6, k
+        assert float(cpu[1]) <= float(cpu[3]) and float(cpu[2]) <= float(cpu[4]), k
+        assert all(a <= b for a, b in zip(sch[:3], sch[3:])), k
+    assert sum(clocks["/bin/true"][1][3:]) > sum(clocks["/bin/true"][1][:3])     # its start read before its run
+    assert clocks["fork"][1][:3] == [0, 0, 0] and by["fork"]["exit_status"] == 4
+    assert sum(clocks["fork"][1][3:]) > 0
+    assert [f["bytes_read"] for f in ls[[l.process["origin"] for l in ls].index("fork")].files] == [100]
+
+
+def test_a_failed_exec_log_is_written_again_under_the_same_name(tmp_path):
+    """The log written before an exec that fails is replaced by the image's final log under the same name, with
+    what the image did before and after the exec."""
+    logdir, before, after = tmp_path / "logs", tmp_path / "before", tmp_path / "after"
+    logdir.mkdir()
+    code = ("import os, sys\n"
+            f"open({str(before)!r}, 'w').write('b' * 5)\n"
+            "try:\n    os.execv('/nonexistent/prog', ['prog'])\nexcept OSError:\n    pass\n"
+            f"open({str(after)!r}, 'w').write('a' * 7)\n")
+    r = run(["/usr/bin/python3", "-S", "-c", code], str(logdir))
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    (log,) = logs(str(logdir))
+    assert len(os.listdir(logdir)) == 1 and log.complete and log.process["ended_by"] == "main_return"
+    assert log.file_by_path(str(before))["bytes_written"] == 5 and log.file_by_path(str(after))["bytes_written"] == 7

@@ -18,6 +18,8 @@ untraced median, then for each arm the median over rounds of (arm - untraced of 
 and the median ratio.  The gfarm2fs row runs the shim arms only (the testbed user must be able to read the library).
 Traced runs use the environment `mtcprof run` sets (preload/run.py shim_env).
 
+The load average is printed at the start and at the end.
+
 Exit codes: 0 measured; 2 bad arguments (a library or a Darshan install that is not there).
 Environment: BENCH_REPS (rounds of the micro rows and the process row, default 11), BENCH_COPY_REPS (tmpfs copy, 31),
 BENCH_DISK_REPS (11, 0 = skip), BENCH_GFARM_REPS (9, 0 = skip), BENCH_CALLS (calls per micro run, 3,000,000).
@@ -117,6 +119,11 @@ def print_row(label: str, base: float, arms_out, fmt: str, check: str = "") -> N
 
 def verdict(value: float, limit: float) -> str:
     return f"   (target {limit:g}: {'OK' if value <= limit else 'MISSED'})"
+
+
+def load() -> str:
+    """The load average (1, 5, 15 min): the rows' medians are side by side, but a loaded machine widens them."""
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def timed(argv: list[str], env: dict, cpu: bool) -> float:
@@ -264,8 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         arms += [Arm("darshan", "darshan", lib), Arm("darshan+dxt", "dxt", lib)]
     shims = [x for x in arms if x.kind in ("none", "shim")]
     tmp = tempfile.mkdtemp(prefix="shim_bench.")
+    # room for every copy (kept to the end, see copy_tree): a tree takes ~8.2 MB of a tmpfs (2,000 files of at most
+    # 4 KiB, a page each), so with the Darshan arms 31 rounds need more than the 1 GiB three arms fit in
+    size_mb = 256 + (COPY_REPS * len(arms) + 2) * 10
     on_tmpfs = os.geteuid() == 0 and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1g", "shim_bench", tmp]).returncode == 0
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "shim_bench", tmp]).returncode == 0
     logdir = os.path.join(tmp, "logs")
     make_logdirs(logdir, arms)
     try:
@@ -276,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shim_bench: {REPS} rounds of alternating arms (copies of 2,000 files: {COPY_REPS} on the bench's "
               f"folder, {DISK_REPS} on the disk, {GFARM_REPS} on gfarm2fs); {N_CALLS} calls per micro run")
         print(f"arms: {', '.join(x.name + (' = ' + x.lib if x.lib else '') for x in arms)}")
+        print(f"machine: {os.cpu_count()} CPUs, {load()} at the start")
         print(f"{'case':34s} {'untraced':>11s}" + "".join(f"  {x.name + ' added [IQR] ratio':>28s}" for x in arms[1:]))
         micro_rows = (("pread", "pread 1 B, cached (ns/call)", data, N_CALLS),
                       ("fwrite", "fwrite 64 B (ns/call)", os.path.join(tmp, "fw"), N_CALLS),
@@ -318,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{'':34s} (arms: {', '.join(x.name for x in used[1:])})")
             if a.results:
                 write_result(a.results, fs_type(tmp), summary(copies[0][1], 1e3)[1][0][3])
+        print(f"machine: {load()} at the end")
     finally:
         if on_tmpfs:
             subprocess.run(["umount", tmp])
