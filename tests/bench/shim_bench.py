@@ -23,7 +23,8 @@ The load average is printed at the start and at the end.
 Exit codes: 0 measured; 2 bad arguments (a library or a Darshan install that is not there).
 Environment: BENCH_REPS (rounds of the micro rows and the process row, default 11), BENCH_COPY_REPS (tmpfs copy, 31),
 BENCH_DISK_REPS (11, 0 = skip), BENCH_GFARM_REPS (9, 0 = skip), BENCH_CALLS (calls per micro run, 3,000,000).
---results FILE: the first copy's ratio also written as this command's row of FILE's "overhead" section, e.g.
+--results FILE: the first copy's ratio also written as this command's row (the command without --vs-shim and
+--vs-darshan: the ratio is this shim's against untraced whatever arms ran beside it) of FILE's "overhead" section, e.g.
 montage_example/results.json; `python -m montage_example.results` renders RESULTS.md.
 """
 from __future__ import annotations
@@ -50,6 +51,7 @@ REPS = max(1, int(os.environ.get("BENCH_REPS", "11")))
 COPY_REPS = int(os.environ.get("BENCH_COPY_REPS", "31"))
 DISK_REPS = int(os.environ.get("BENCH_DISK_REPS", "11"))
 GFARM_REPS = int(os.environ.get("BENCH_GFARM_REPS", "9"))
+ARM_OPTIONS = ("--vs-shim", "--vs-darshan")     # further arms: not part of the copy row's command
 N_CALLS = int(os.environ.get("BENCH_CALLS", "3000000"))
 N_OPENS = max(1, N_CALLS // 10)          # an open + close costs ~10 preads
 N_FILES = 2000
@@ -254,7 +256,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def write_result(path: str, fs: str, ratio: float) -> None:
     env = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ) if k.startswith("BENCH_"))
     results.set_overhead_row(path, {
-        "command": (env + " " if env else "") + results.command_line("tests/bench/shim_bench.py", sys.argv[1:]),
+        "command": (env + " " if env else "") + results.command_line("tests/bench/shim_bench.py", sys.argv[1:],
+                                                                    drop=ARM_OPTIONS + ("--results",)),
         "what": f"`cp -r` of 2,000 small files on a {fs}" + (", the worst case" if fs == "tmpfs" else ""),
         "ratio": round(ratio, 3), "detail": f"{time.strftime('%Y-%m-%d')}; goal {COPY_GOAL}"})
     print(f"written into {path} (python -m montage_example.results renders the page)")
