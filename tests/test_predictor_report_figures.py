@@ -1,0 +1,59 @@
+"""`mtcpredict --out` draws its figures in two processes (report.draw_figures): the files and the page's images are
+the same bytes as drawn in one, and a figure the forked child fails to draw is drawn by the parent, none lost."""
+import os
+
+from helpers.cli import MONTAGE
+
+from mtcio.db.workflow_model import load
+from mtcio.predictor import envelope_source, figures, report
+from mtcio.predictor.model import predict_stage
+from mtcio.predictor.surface import EnvelopeSurface
+
+SECTIONS = ["maps", "stage_time", "dominant", "envelope"]         # no validation, no what-if: no parity, whatif
+FILES = ["dominant.png", "envelope.png", "maps.png", "stage_time.png"]
+
+
+def montage_plan():
+    wf = load(MONTAGE)
+    surface = EnvelopeSurface("swung").fit(envelope_source.load(None).points)
+    preds = [predict_stage(st, surface, v) for st in wf.stages for v in ("faithful", "refined")]
+    plt = figures.pyplot()
+    return plt, figures.plan(plt, {"predictions": [p.to_dict() for p in preds]}, wf, surface, preds)
+
+
+def files(d):
+    return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d))}
+
+
+def test_two_processes_draw_the_same_bytes_as_one(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    plt, plan = montage_plan()
+    a = report.draw_figures(plt, str(one), plan, procs=1)
+    b = report.draw_figures(plt, str(two), montage_plan()[1], procs=2)
+    assert list(a) == list(b) == SECTIONS                          # page order
+    assert a == b
+    assert sorted(os.listdir(one)) == sorted(os.listdir(two)) == FILES
+    assert files(one) == files(two)
+    assert all(v[0] == f"{k}.png" for k, v in a.items())
+
+
+def test_a_figure_the_child_fails_to_draw_is_drawn_by_the_parent(tmp_path):
+    plt, plan = montage_plan()
+    parent = os.getpid()
+    child_share = report._shares([k for k, _ in plan], 2)[1]
+    assert "envelope" in child_share
+
+    def envelope_only_here(draw=dict(plan)["envelope"]):
+        if os.getpid() != parent:
+            raise RuntimeError("the child cannot draw this")
+        return draw()
+    broken = [(k, envelope_only_here if k == "envelope" else d) for k, d in plan]
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    want = report.draw_figures(plt, str(ref), montage_plan()[1], procs=1)
+    got = report.draw_figures(plt, str(tmp_path), broken, procs=2)
+    assert got == want
+    assert sorted(n for n in os.listdir(tmp_path) if n.endswith(".png")) == FILES
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []      # no temp file left behind
