@@ -466,17 +466,21 @@ def whatif(plt, rows):
 
 def plan(plt, result, wf, surface, preds):
     """Every figure of the report, in page order, not drawn yet: [(section, draw)], draw() -> (file name, figure)
-    or None.  The maps' values are computed when a figure is drawn, so report.py can draw them in two processes."""
+    or None (parity without a validation and what-if without what-ifs left out).  The maps' values are computed when a figure is drawn, so report.py can draw them in two processes."""
     sizes, ks = heatmap.axes(surface, wf.stages)
     refined = [p for p in preds if p.variant == "refined"] or preds
     main = max(refined, key=lambda p: p.total_s)
     order = sorted(wf.stages, key=lambda s: -max((p.total_s for p in refined if p.stage == s.name), default=0))
-    return [("parity", lambda: parity(plt, result["predictions"])),
+    figs = [("parity", lambda: parity(plt, result["predictions"])),
             ("maps", lambda: maps(plt, surface, wf, sizes, ks)),
             ("stage_time", lambda: stage_times(plt, surface, order, sizes)),
             ("dominant", lambda: dominant(plt, surface, wf.stage(main.stage), sizes, ks)),
             ("whatif", lambda: whatif(plt, result.get("what_if"))),
             ("envelope", lambda: envelope(plt, surface))]
+    # the parity and what-if figures only with a validation and what-ifs: not dealt to a process for nothing
+    skip = {"parity"} if not any(d.get("measured_s") for d in result["predictions"]) else set()
+    skip |= set() if result.get("what_if") else {"whatif"}
+    return [(k, f) for k, f in figs if k not in skip]
 
 
 def build(plt, result, wf, surface, preds):

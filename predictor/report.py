@@ -36,14 +36,15 @@ def _save(fig, out, name) -> bytes:
 COST = {"parity": 3, "maps": 3, "stage_time": 4, "dominant": 1, "whatif": 2, "envelope": 4}
 
 
-def _shares(keys, procs):
-    """`keys` dealt to `procs` processes, the costliest first to the least loaded."""
-    shares, load = [[] for _ in range(procs)], [0] * procs
+def split(keys) -> tuple[list, list]:
+    """`keys` dealt to two processes, the costliest first to the less loaded: (this process's, the child's); the
+    child gets the larger share, this one writes the page after."""
+    shares, load = ([], []), [0, 0]
     for k in sorted(keys, key=lambda k: -COST.get(k, 1)):
         i = load.index(min(load))
         shares[i].append(k)
         load[i] += COST.get(k, 1)
-    return shares
+    return shares if load[0] <= load[1] else shares[::-1]
 
 
 def _draw(plt, out, draws, keys) -> dict:
@@ -67,8 +68,7 @@ def draw_figures(plt, out, plan, procs=None) -> dict:
     `out`.  With two CPUs a forked child draws about half of them (drawing is most of `--out`'s time); if it
     fails, this process draws its share again, so a child's trouble costs time, never a figure."""
     draws = dict(plan)
-    mine, theirs = (_shares(list(draws), 2) if (procs or cpus()) >= 2 and hasattr(os, "fork")
-                    else (list(draws), []))
+    mine, theirs = split(list(draws)) if (procs or cpus()) >= 2 and hasattr(os, "fork") else (list(draws), [])
     pid = None
     if theirs:
         r, w = os.pipe()
