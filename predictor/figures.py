@@ -32,6 +32,9 @@ def pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     plt.rcParams["text.usetex"] = False
+    # titles at the top of their axes (where matplotlib's automatic placement put them, no axes having ticks on
+    # top), without measuring every tick label at each draw to find out
+    plt.rcParams["axes.titley"] = 1.0
     return plt
 
 
