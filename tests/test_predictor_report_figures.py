@@ -2,6 +2,8 @@
 the same bytes as drawn in one, and a figure the forked child fails to draw is drawn by the parent, none lost."""
 import os
 
+import pytest
+
 from helpers.cli import MONTAGE
 
 from mtcio.db.workflow_model import load
@@ -60,3 +62,25 @@ def test_a_figure_the_child_fails_to_draw_is_drawn_by_the_parent(tmp_path):
     assert got == want
     assert sorted(n for n in os.listdir(tmp_path) if n.endswith(".png")) == FILES
     assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []      # no temp file left behind
+
+
+def test_the_stage_time_map_follows_file_size_and_nodes():
+    """Each cell of the stage-time map is the refined prediction of the stage with every task file of that size on
+    that many nodes (the what-if filesize= and hosts=); a map flat along file size was the what-if key renamed
+    under it (size= became the workflow's size)."""
+    import numpy as np
+
+    from mtcio.predictor import heatmap, whatif
+    wf = load(MONTAGE)
+    surface = EnvelopeSurface("swung").fit(envelope_source.load(None).points)
+    st = wf.stage("mDiff")
+    sizes, nodes = np.array([1e4, 1e6, 1e8]), np.array([2, 8])
+    t = heatmap.stage_time(surface, st, sizes, nodes)
+    for i, c in enumerate(nodes):
+        for j, s in enumerate(sizes):
+            want = predict_stage(whatif.apply(st, [("hosts", ("=", c)), ("filesize", ("=", s))]), surface, "refined",
+                                 {"slots", "size_lookup", "files", "small_files"}).total_s
+            assert t[i, j] == want
+    assert len(set(t[0])) == 3 and t[0, 0] < t[0, 1] < t[0, 2]         # larger files, more I/O time
+    with pytest.raises(whatif.WhatIfError, match="size: not a change of one stage"):
+        whatif.apply(st, [("size", ("=", 1e6))])
