@@ -175,8 +175,9 @@ def colorbar(fig, mappable, cax, text, values):
 # ---- layout -------------------------------------------------------------------------------------------------------
 # Axes are placed at fixed distances in inches from the figure's edges and from each other, room measured once for
 # the labels these figures draw (10-point tick labels of at most 5 characters, one axis label, a title).  Constrained
-# layout found the same places by measuring every text of a figure in an extra draw: half the time of
-# `mtcpredict --out`.  tests/test_predictor_figures.py checks that no text leaves the figure or covers another.
+# layout found the same places by measuring every text of a figure in an extra draw: about a sixth of
+# `mtcpredict --out`'s CPU time.  tests/test_predictor_figures.py checks that no text leaves the figure or covers
+# another.
 
 CBAR = (0.12, 0.18, 0.85)       # colour bar: gap to its map, its width, room for its tick labels and label (inches)
 

@@ -24,15 +24,13 @@ def _e(x) -> str:
     return html.escape(str(readable(x)))
 
 
-def _save(fig, out, name) -> bytes:
+def _save(fig, out, name) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=80)
-    data = buf.getvalue()
-    write_private(os.path.join(out, name), data)
-    return data
+    write_private(os.path.join(out, name), buf.getvalue())
 
 
-# what drawing and writing a figure costs, relative (timed on the testbed's 2-core VM): the shares of two processes
+# what drawing and writing a figure costs, relative (timed one by one on a 2-core machine): the two processes' shares
 COST = {"parity": 3, "maps": 3, "stage_time": 4, "dominant": 1, "whatif": 2, "envelope": 4}
 
 
