@@ -470,7 +470,8 @@ def whatif(plt, rows):
 
 def plan(plt, result, wf, surface, preds):
     """Every figure of the report, in page order, not drawn yet: [(section, draw)], draw() -> (file name, figure)
-    or None (parity without a validation and what-if without what-ifs left out).  The maps' values are computed when a figure is drawn, so report.py can draw them in two processes."""
+    or None (parity without a validation and what-if without what-ifs left out).  The maps' values are computed
+    when a figure is drawn, so report.py can draw them in two processes."""
     sizes, ks = heatmap.axes(surface, wf.stages)
     refined = [p for p in preds if p.variant == "refined"] or preds
     main = max(refined, key=lambda p: p.total_s)

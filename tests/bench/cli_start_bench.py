@@ -2,8 +2,9 @@
 
 Targets (issue 13): `mtcprof run`, `mtcprof dump` and `mtcbed exec` < 50 ms; `--help` of every command and
 subcommand < 150 ms.  Issue 56: `mtcpredict montage_example/montage.yaml` (the terminal table) < 0.5 s, with
-`--out DIR` (figures and page) < 2 s, on a quiet machine.  Each command runs BENCH_RUNS (11) times alternating with the bare interpreter; the
-median wall time of each is printed, with the libraries a command must not import checked in the same run.
+`--out DIR` (figures and page) < 2 s, on a quiet machine.  Each command runs BENCH_RUNS (11) times alternating
+with the bare interpreter; the median wall time of each is printed, with the libraries a command must not
+import checked in the same run.
 Python's byte-code cache is on (PYTHONDONTWRITEBYTECODE removed) as for a user: a warm-up run fills it.
 `mtcbed exec` without a testbed up measures its start and its read of the state file (it then exits 3); with
 one up, it runs /bin/true on the first host (nsenter and setpriv included).
