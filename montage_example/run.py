@@ -220,12 +220,13 @@ def pwrake_command() -> tuple[list, str] | None:
 
 
 def run_pwrake(bed: Bed, top: str, hosts: list, *, run: str, db: str, logdir: str, slots: int = 2,
-               timeout: float = 900, on_line=None) -> Result:
+               timeout: float = 900, on_line=None, extra_env: dict | None = None) -> Result:
     """Pwrake under the plugin (compat + pwrake files) as the testbed user on hosts[0] (needs `mtcbed up
     --sshd`), in that host's gfarm2fs view of `top`: Pwrake switches to its Gfarm mode, each worker mounts its
     own gfarm2fs and tasks are scheduled by their inputs' locations.  The run and Pwrake's own profile
     (`-L`, table pwrake_tasks) are then stored in `db` by this process (root), so `db` may be a store the
-    testbed user cannot write.  Raises RunError when Pwrake fails."""
+    testbed user cannot write.  `extra_env` is given to the master (and so to the tasks' traced commands).
+    Raises RunError when Pwrake fails."""
     from mtcio import pwrake_plugin
     from mtcio.preload.testing import LIB
     cmd = pwrake_command()
@@ -241,7 +242,8 @@ def run_pwrake(bed: Bed, top: str, hosts: list, *, run: str, db: str, logdir: st
         pwlog = os.path.join(work, "pwlog")
         # gfwhere-pipe (Pwrake's bin/) must be on the master's PATH in Gfarm mode
         env = ["env", f"PATH={bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}", f"MTCPROF_CMD={MTCPROF}",
-               f"MTCPROF_LIB={LIB}", f"MTCPROF_DIR={logdir}", f"MTCPROF_RUN={run}", "MTCPROF_INGEST=off"]
+               f"MTCPROF_LIB={LIB}", f"MTCPROF_DIR={logdir}", f"MTCPROF_RUN={run}", "MTCPROF_INGEST=off",
+               *(f"{k}={v}" for k, v in (extra_env or {}).items())]
         req = ["-r", pwrake_plugin.path("compat"), "-r", pwrake_plugin.path("pwrake")]
         full = MTCBED + ["exec", hosts[0], "--", *env, *argv, *req, "--hostfile", os.path.join(work, "hosts"),
                          "-L", pwlog]

@@ -32,6 +32,9 @@ def pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     plt.rcParams["text.usetex"] = False
+    # titles at the top of their axes (where matplotlib's automatic placement put them, no axes having ticks on
+    # top), without measuring every tick label at each draw to find out
+    plt.rcParams["axes.titley"] = 1.0
     return plt
 
 
@@ -152,21 +155,60 @@ def int_axis(ax, values, axis="y", text="concurrency k (processes in I/O at once
     (ax.set_ylabel if axis == "y" else ax.set_xlabel)(text)
 
 
-def colorbar(fig, mappable, ax, text, values):
-    """A colour bar with plain-number ticks on 1-2-5 steps over the values shown."""
+def colorbar(fig, mappable, cax, text, values):
+    """A colour bar in the axes `cax` with plain-number ticks on 1-2-5 steps over the values shown."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
     ticks = nice_ticks(float(v.min()), float(v.max())) if len(v) else []
     if ticks:      # nice_ticks may take a tick a hair outside the values (100 for 100.07): the bar reaches it
         mappable.set_clim(min(float(v.min()), ticks[0]), max(float(v.max()), ticks[-1]))
-    cb = fig.colorbar(mappable, ax=ax)
+    cb = fig.colorbar(mappable, cax=cax)
     cb.set_label(text)
     if ticks:
         cb.ax.yaxis.set_major_locator(FixedLocator(ticks))
         cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda x, _: plain(x)))
         cb.ax.yaxis.set_minor_locator(NullLocator())
     return cb
+
+
+# ---- layout -------------------------------------------------------------------------------------------------------
+# Axes are placed at fixed distances in inches from the figure's edges and from each other, room measured once for
+# the labels these figures draw (10-point tick labels of at most 5 characters, one axis label, a title).  Constrained
+# layout found the same places by measuring every text of a figure in an extra draw: about a sixth of
+# `mtcpredict --out`'s CPU time.  tests/test_predictor_figures.py checks that no text leaves the figure or covers
+# another.
+
+CBAR = (0.12, 0.18, 0.85)       # colour bar: gap to its map, its width, room for its tick labels and label (inches)
+
+
+def fixed_grid(fig, rows, cols, *, left, right, bottom, top, wgap=0.0, hgap=0.0, cbar=False):
+    """A rows x cols grid of axes `left`..`top` inches from the figure's edges, `wgap`/`hgap` inches apart, each
+    with a colour bar axes to its right when `cbar`: (axes [rows][cols], colour bar axes [rows][cols] or None)."""
+    W, H = fig.get_size_inches()
+    pad, cw, room = CBAR if cbar else (0.0, 0.0, 0.0)
+    aw = (W - left - right - (cols - 1) * wgap) / cols - (pad + cw + room)
+    ah = (H - top - bottom - (rows - 1) * hgap) / rows
+    axs, caxs = [], []
+    for r in range(rows):
+        y = H - top - (r + 1) * ah - r * hgap
+        axs.append([])
+        caxs.append([])
+        for c in range(cols):
+            x = left + c * (aw + pad + cw + room + wgap)
+            axs[-1].append(fig.add_axes((x / W, y / H, aw / W, ah / H)))
+            caxs[-1].append(fig.add_axes(((x + aw + pad) / W, y / H, cw / W, ah / H)) if cbar else None)
+    return axs, caxs
+
+
+def room_right(fig, ax, legend, gap=0.1):
+    """Narrow `ax` so that `legend`, anchored at (1.01, 1) of it, ends `gap` inches inside the figure: the one text
+    of unknown width (stage names) beside an axes, measured alone."""
+    W, H = fig.get_size_inches()
+    width = legend.get_window_extent(fig.canvas.get_renderer()).width / fig.dpi
+    x0, y0, w, h = (v * d for v, d in zip(ax.get_position().bounds, (W, H, W, H)))
+    w = min(w, (W - gap - width - x0) / 1.01)
+    ax.set_position((x0 / W, y0 / H, w / W, h / H))
 
 
 def stage_styles(stages) -> dict:
@@ -201,13 +243,22 @@ def mark_stages(ax, points, styles):
                     transform=offset_copy(ax.transData, fig=fig, x=dx, y=0, units="points"))
 
 
+LEGEND_COLS = 7
+
+
+def legend_height(rows: int) -> float:
+    """Inches the stage legend takes under a figure: its title and `rows` rows of markers, its frame."""
+    return 0.35 + 0.25 * rows if rows else 0.0
+
+
 def stage_legend(fig, styles, names):
     """One legend for the whole figure, under it: each stage's marker."""
     from matplotlib.lines import Line2D
     handles = [Line2D([], [], marker=styles[n][0], mfc=styles[n][1], mec="black", mew=1.2, ms=9, linestyle="none",
                       label=label(n)) for n in names]
     if handles:
-        fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 7), fontsize=9,
+        fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.05 / fig.get_size_inches()[1]),
+                   ncol=min(len(handles), LEGEND_COLS), fontsize=9,
                    title="stages (each where its tasks' files and concurrency put it)", title_fontsize=9)
 
 
@@ -237,42 +288,47 @@ def measured_sizes(surface):
 
 def maps(plt, surface, wf, sizes, ks):
     from matplotlib.colors import LogNorm
-    fig, axs = plt.subplots(2, 2, figsize=(12, 9.5), layout="constrained")
+    styles = stage_styles(wf.stages)
+    shown = [m for _, m in CLASS_METRIC if m in surface.metrics()]
+    marked = [st.name for st in wf.stages if any(stage_point(st, m) for m in shown)]
+    rows = -(-len(marked) // LEGEND_COLS)          # the legend under the maps: a row per 7 stages
+    fig = plt.figure(figsize=(12, 9.5 + 0.25 * max(rows - 1, 0)))
+    axs, caxs = fixed_grid(fig, 2, 2, left=0.65, right=0.1, bottom=0.55 + legend_height(rows), top=0.3, wgap=0.75,
+                           hgap=0.85, cbar=True)
     hosts = wf.stages[0].hosts
     measured = measured_sizes(surface)
-    styles = stage_styles(wf.stages)
-    marked: set = set()
-    for ax, (title, m) in zip(axs.flat, CLASS_METRIC):
+    for ax, cax, (title, m) in zip(sum(axs, []), sum(caxs, []), CLASS_METRIC):
         if m not in surface.metrics():
             ax.set_title(f"{title}: not in the envelope")
             ax.axis("off")
+            cax.axis("off")
             continue
         bw = heatmap.bandwidth(surface, m, sizes, ks, hosts, with_create=(m == "TL" and "Tm" in surface.metrics()))
         bw = bw / MiB
         pc = ax.pcolormesh(sizes, ks, bw, norm=LogNorm(), shading="auto", cmap="viridis")
-        colorbar(fig, pc, ax, "predicted bandwidth (MiB/s)", bw)
+        colorbar(fig, pc, cax, "predicted bandwidth (MiB/s)", bw)
         size_axis(ax, sizes[0], sizes[-1], measured)
         int_axis(ax, ks)
         concurrency_limits(ax, ks)
         ax.set_title(title)
         points = [(st.name, *p) for st in wf.stages if (p := stage_point(st, m))]
         mark_stages(ax, points, styles)
-        marked |= {n for n, _, _ in points}
-    stage_legend(fig, styles, [st.name for st in wf.stages if st.name in marked])
+    stage_legend(fig, styles, marked)
     return "maps.png", fig
 
 
 def stage_times(plt, surface, stages, sizes):
     from matplotlib.colors import LogNorm
     sel = stages[:4]
-    fig, axs = plt.subplots(1, len(sel), figsize=(5 * len(sel), 4.2), constrained_layout=True, squeeze=False)
+    fig = plt.figure(figsize=(5 * len(sel), 4.2))
+    axs, caxs = fixed_grid(fig, 1, len(sel), left=0.55, right=0.1, bottom=0.55, top=0.3, wgap=0.6, cbar=True)
     sizes = sizes[::2]                   # a whole prediction per cell: half the columns of the other maps
     measured = measured_sizes(surface)
-    for ax, st in zip(axs[0], sel):
+    for ax, cax, st in zip(axs[0], caxs[0], sel):
         nodes = np.array(sorted({1, 2, 4, 8, 16, 32, 64, st.hosts}))
         t = heatmap.stage_time(surface, st, sizes, nodes)
         pc = ax.pcolormesh(sizes, np.arange(len(nodes)), t, norm=LogNorm(), shading="nearest", cmap="cividis")
-        colorbar(fig, pc, ax, "predicted I/O time (s)", t)
+        colorbar(fig, pc, cax, "predicted I/O time (s)", t)
         size_axis(ax, sizes[0], sizes[-1], measured, text="task file size")
         ax.set_yticks(range(len(nodes)))
         ax.set_yticklabels([str(n) for n in nodes])
@@ -291,7 +347,8 @@ def dominant(plt, surface, st, sizes, ks):
     from matplotlib.patches import Patch
     idx = heatmap.dominant(surface, st, sizes, ks, st.hosts)
     cmap = ListedColormap([CATEGORICAL[i] for i in (7, 4, 5, 6, 0)])
-    fig, ax = plt.subplots(figsize=(8, 5.5), constrained_layout=True)
+    fig = plt.figure(figsize=(8, 5.5))
+    ((ax,),), _ = fixed_grid(fig, 1, 1, left=0.65, right=0.1, bottom=0.55, top=0.3)
     ax.pcolormesh(sizes, ks, idx, cmap=cmap, vmin=-0.5, vmax=4.5, shading="auto")
     size_axis(ax, sizes[0], sizes[-1], measured_sizes(surface),
               text="largest task file (every file of the task scaled with it)")
@@ -302,15 +359,17 @@ def dominant(plt, surface, st, sizes, ks):
     handles = [Patch(facecolor=cmap(i), edgecolor="black", label=heatmap.DOMINANT_LABELS[i]) for i in present]
     (mark,) = ax.plot([heatmap.reference_size(st)], [st.hosts * (st.procs_per_host or 1)], "o", mfc="white",
                       mec="black", mew=1.5, ms=10, linestyle="none", label=f"{label(st.name)} as traced")
-    ax.legend(handles=handles + [mark], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    room_right(fig, ax, ax.legend(handles=handles + [mark], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8))
     return "dominant.png", fig
 
 
 def envelope(plt, surface):
     metrics = [m for m in ("Tm", "Ts", "Tf", "T1L", "B1L", "T1R", "B1R", "TN", "BN", "TL", "BL") if m in surface.metrics()]
     rows = -(-len(metrics) // 3)
-    fig, axs = plt.subplots(rows, 3, figsize=(13, 3.8 * rows), constrained_layout=True, squeeze=False)
-    for ax, m in zip(axs.flat, metrics):
+    fig = plt.figure(figsize=(13, 3.8 * rows))
+    axs, _ = fixed_grid(fig, rows, 3, left=0.7, right=0.1, bottom=0.55, top=0.3, wgap=0.75, hgap=0.85)
+    axs = sum(axs, [])
+    for ax, m in zip(axs, metrics):
         h, g = surface.grid_for(m, None)
         means = surface._means[(m, h)]
         scale, unit = (MiB, "MiB/s") if m.startswith("B") else (1.0, "ops/s")
@@ -333,7 +392,7 @@ def envelope(plt, surface):
             ax.legend(fontsize=7, title="processes", title_fontsize=7)
         log_value_axis(ax, vals, unit=unit)
         ax.set_title(f"{m}, measured on {h} hosts", fontsize=10)
-    for ax in list(axs.flat)[len(metrics):]:
+    for ax in axs[len(metrics):]:
         ax.axis("off")
     return "envelope.png", fig
 
@@ -409,15 +468,26 @@ def whatif(plt, rows):
     return "whatif.png", fig
 
 
-def build(plt, result, wf, surface, preds):
-    """Every figure of the report, in page order: [(section, (file name, figure) or None)]."""
+def plan(plt, result, wf, surface, preds):
+    """Every figure of the report, in page order, not drawn yet: [(section, draw)], draw() -> (file name, figure)
+    or None (parity without a validation and what-if without what-ifs left out).  The maps' values are computed
+    when a figure is drawn, so report.py can draw them in two processes."""
     sizes, ks = heatmap.axes(surface, wf.stages)
     refined = [p for p in preds if p.variant == "refined"] or preds
     main = max(refined, key=lambda p: p.total_s)
     order = sorted(wf.stages, key=lambda s: -max((p.total_s for p in refined if p.stage == s.name), default=0))
-    return [("parity", parity(plt, result["predictions"])),
-            ("maps", maps(plt, surface, wf, sizes, ks)),
-            ("stage_time", stage_times(plt, surface, order, sizes)),
-            ("dominant", dominant(plt, surface, wf.stage(main.stage), sizes, ks)),
-            ("whatif", whatif(plt, result.get("what_if"))),
-            ("envelope", envelope(plt, surface))]
+    figs = [("parity", lambda: parity(plt, result["predictions"])),
+            ("maps", lambda: maps(plt, surface, wf, sizes, ks)),
+            ("stage_time", lambda: stage_times(plt, surface, order, sizes)),
+            ("dominant", lambda: dominant(plt, surface, wf.stage(main.stage), sizes, ks)),
+            ("whatif", lambda: whatif(plt, result.get("what_if"))),
+            ("envelope", lambda: envelope(plt, surface))]
+    # the parity and what-if figures only with a validation and what-ifs: not dealt to a process for nothing
+    skip = {"parity"} if not any(d.get("measured_s") for d in result["predictions"]) else set()
+    skip |= set() if result.get("what_if") else {"whatif"}
+    return [(k, f) for k, f in figs if k not in skip]
+
+
+def build(plt, result, wf, surface, preds):
+    """Every figure of the report, in page order, drawn: [(section, (file name, figure) or None)]."""
+    return [(key, draw()) for key, draw in plan(plt, result, wf, surface, preds)]

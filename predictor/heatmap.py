@@ -53,7 +53,7 @@ def stage_time(surface, stage, sizes, nodes):
     out = np.zeros((len(nodes), len(sizes)))
     for i, c in enumerate(nodes):
         for j, s in enumerate(sizes):
-            st = apply(stage, [("hosts", ("=", int(c))), ("size", ("=", float(s)))])
+            st = apply(stage, [("hosts", ("=", int(c))), ("filesize", ("=", float(s)))])
             st.tasks = max(st.tasks, 1)
             out[i, j] = predict_stage(st, surface, "refined", {"slots", "size_lookup", "files", "small_files"}).total_s
     return out

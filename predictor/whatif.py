@@ -85,6 +85,8 @@ def apply(stage, combo):
             s.tasks = max(1, int(round(s.tasks * v))) if op == "x" else int(v)
         elif key == "filesize":
             _scale_sizes(s, v, absolute=op == "=")
+        else:           # size= is instantiated by run(), never applied to a stage: a key ignored here was a bug
+            raise WhatIfError(f"--what-if {key}: not a change of one stage")
     return s
 
 

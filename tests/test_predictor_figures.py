@@ -6,7 +6,7 @@ import copy
 import pytest
 
 from helpers.cli import MONTAGE
-from helpers.figcheck import axes_without_tick_labels, overlapping_labels
+from helpers.figcheck import axes_without_tick_labels, overlapping_labels, texts_outside
 
 from mtcio.db.workflow_model import load
 from mtcio.predictor import envelope_source, figures
@@ -56,6 +56,11 @@ def test_no_text_label_over_another(drawn, key):
 
 
 @pytest.mark.parametrize("key", ["dominant", "envelope", "maps", "parity", "stage_time", "whatif"])
+def test_no_text_cut_by_the_figure_edge(drawn, key):
+    assert texts_outside(drawn[key]) == []
+
+
+@pytest.mark.parametrize("key", ["dominant", "envelope", "maps", "parity", "stage_time", "whatif"])
 def test_every_axis_has_tick_labels(drawn, key):
     assert axes_without_tick_labels(drawn[key]) == []
 
@@ -98,5 +103,8 @@ def test_the_checks_find_overlap_and_a_bare_axis():
     try:
         assert overlapping_labels(fig) == [("mDiff, mProjectPP", "mBackground")]
         assert axes_without_tick_labels(fig) == ["axes: y axis shows []"]
+        assert texts_outside(fig) == []
+        ax.set_ylabel("a label pushed off the figure", labelpad=200)
+        assert texts_outside(fig) == ["a label pushed off the figure"]
     finally:
         plt.close(fig)

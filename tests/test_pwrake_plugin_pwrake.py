@@ -192,3 +192,36 @@ def test_pwrake_plain_mode_and_the_ruby3_deadlock(sshd_bed, tmp_path):
             assert int(fh.read()) == sum(1000 + i for i in range(N))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_pwrake_task_ends_once_its_outputs_are_closed_on_gfarm(sshd_bed, tmp_path):
+    """gfarm2fs closes a file on Gfarm in FUSE's release, after the writer's close has returned: under Rake a
+    task placed at once on another host read its input short (placement.rb waits for the close, tested in
+    test_pwrake_plugin_testbed.py).  Pwrake enqueues a task's successors only after its master has looked the
+    output up (File::Stat, gfwhere-pipe), and each worker has its own mount: the same handoff chain, each task
+    pinned to the other host than the one before (HANDOFF_HOSTS, Pwrake's allow=), 40 tasks each reading the
+    2 MB output of the one before on the host that did not write it and failing on a short input, passes under
+    Pwrake with the plugin (no guard of the plugin's), each task on its pinned host."""
+    hosts = sshd_bed[:2]
+    top = f"/pwho-{os.getpid()}"
+    work = tempfile.mkdtemp(prefix="mtcpwr.")
+    master = f"/mnt/mtcbed/{hosts[0]}{top}"
+    try:
+        os.chmod(work, 0o1777)
+        on(hosts[0], "mkdir", "-p", master)
+        on(hosts[0], "cp", os.path.join(FIX, "handoff.Rakefile"), master + "/Rakefile")
+        with open(os.path.join(work, "hosts"), "w") as fh:
+            fh.write("".join(f"{h} 1\n" for h in hosts))
+        r = run_pwrake(hosts[0], master, work, "-L", f"{work}/pwlog", "HANDOFF_HOSTS=" + " ".join(hosts))
+        assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+        assert "short input" not in r.stdout + r.stderr
+        for i in range(41):
+            assert os.path.getsize(f"{master}/h{i}") == 2_000_000, i
+        con = sqlite3.connect(f"{work}/pw.db")
+        pw = dict(con.execute("SELECT name, exec_host FROM pwrake_tasks WHERE has_action = 1"))
+        traced = dict(con.execute("SELECT t.name, h.name FROM tasks t JOIN hosts h ON h.id = t.host_id"))
+        con.close()
+        assert pw == traced == {f"h{i}": hosts[i % 2] for i in range(41)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        bed("exec", hosts[0], "--", "rm", "-rf", master, check=False)

@@ -58,3 +58,16 @@ def axes_without_tick_labels(fig, minimum: int = 2) -> list[str]:
                 bad.append(f"{ax.get_title() or ax.get_label() or 'axes'}: {name} axis shows "
                            f"{[t.get_text() for t in shown]}")
     return bad
+
+
+def texts_outside(fig, tol: float = 1.0) -> list[str]:
+    """Text labels (and colour bars, legends) that the figure's edges cut: a fixed layout has room for them only
+    if it was given enough."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    W, H = fig.bbox.width, fig.bbox.height
+    items = [(t.get_text(), t.get_window_extent(renderer=r)) for t in drawn_texts(fig)]
+    items += [(f"legend {i}", leg.get_window_extent(r)) for i, leg in enumerate(
+        list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None])]
+    items += [(ax.get_label() or "axes", ax.get_window_extent(r)) for ax in fig.axes if ax.get_visible()]
+    return [s for s, b in items if b.x0 < -tol or b.y0 < -tol or b.x1 > W + tol or b.y1 > H + tol]
