@@ -202,10 +202,44 @@ FROM (SELECT tid, sum(br) AS br, sum(bw) AS bw, sum(rd) AS fr, sum(bw > 0 OR nw 
 WHERE tasks.id = a.tid"""
 
 
+# The same sums for the tasks of one image (most tasks), streamed: file_access in its key's order, one group per
+# process, no sort of the run's rows.  A row per file record is a row per (task, file) when the image's records name
+# distinct files (n = nk); an image naming one file twice (two mounts of one Gfarm file) takes the general query.
+_ONE_IMAGE_IO = f"""
+INSERT INTO temp.ingest_task_io (tid, n, nk, {', '.join(_TASK_IO_COLS)})
+SELECT tid, count(*), count(DISTINCT k), sum(br), sum(bw), sum(rd), sum(bw > 0 OR nw > 0),
+       sum(CASE WHEN loc = 1 AND rd THEN br ELSE 0 END), sum(CASE WHEN loc = 0 AND rd THEN br ELSE 0 END),
+       sum(loc = 1 AND rd), sum(loc = 0 AND rd), sum(CASE WHEN loc IS NULL THEN br ELSE 0 END),
+       sum(CASE WHEN loc = 1 THEN bw ELSE 0 END), sum(tio)
+FROM (SELECT fa.process_id AS pid, p.task_id AS tid, COALESCE(f.gfarm_path, f.path) AS k, fa.bytes_read AS br,
+             fa.bytes_written AS bw, fa.writes AS nw, (fa.bytes_read > 0 OR fa.reads > 0) AS rd,
+             CASE WHEN f.replica_hosts IS NULL OR f.resolved_at IS NULL THEN NULL
+                  ELSE mtcio_local(p.host_id, f.replica_hosts) END AS loc,
+             fa.t_open_ns + fa.t_read_ns + fa.t_write_ns + fa.t_close_ns + fa.t_meta_ns AS tio
+      FROM file_access fa CROSS JOIN processes p ON p.id = fa.process_id CROSS JOIN files f ON f.id = fa.file_id
+      WHERE fa.process_id BETWEEN ? AND ? AND p.run_id = ? AND p.task_id IS NOT NULL
+            AND p.task_id NOT IN (SELECT id FROM temp.ingest_general))
+GROUP BY pid"""
+# the general query for the other tasks (several images, or a file named twice), into the same table
+_GENERAL_IO = _TASK_IO.split("UPDATE tasks SET")[0].replace(
+    "WHERE p.run_id = ? AND p.task_id IS NOT NULL",
+    "WHERE p.task_id IN (SELECT id FROM temp.ingest_general) AND p.run_id = ?") + f"""
+INSERT INTO temp.ingest_task_io (tid, n, nk, {', '.join(_TASK_IO_COLS)})
+SELECT tid, 1, 1, sum(br), sum(bw), sum(rd), sum(bw > 0 OR nw > 0),
+       sum(CASE WHEN loc = 1 AND rd THEN br ELSE 0 END), sum(CASE WHEN loc = 0 AND rd THEN br ELSE 0 END),
+       sum(loc = 1 AND rd), sum(loc = 0 AND rd), sum(CASE WHEN loc IS NULL THEN br ELSE 0 END),
+       sum(CASE WHEN loc = 1 THEN bw ELSE 0 END), sum(tio)
+FROM l GROUP BY tid"""
+_UPDATE_IO = f"""
+UPDATE tasks SET ({', '.join(_TASK_IO_COLS)}) = ({', '.join('a.' + c for c in _TASK_IO_COLS)})
+FROM temp.ingest_task_io a WHERE tasks.id = a.tid"""
+
+
 def fill_task_io(conn, run_id: int) -> None:
-    """Per-task byte/file counts, read locality (all reads) and write placement from file_access + files, in one
-    SQL statement.  Tasks without file records keep the zeros build_tasks gave them.  A damaged log's near-2^63
-    counters overflow SQLite's sums: that run's totals are then made in Python (_fill_task_io_big)."""
+    """Per-task byte/file counts, read locality (all reads) and write placement from file_access + files, in SQL:
+    the tasks of one image streamed (_ONE_IMAGE_IO), the others grouped by (task, file) (_GENERAL_IO), then one
+    UPDATE in task order.  Tasks without file records keep the zeros build_tasks gave them.  A damaged log's
+    near-2^63 counters overflow SQLite's sums: that run's totals are then made in Python (_fill_task_io_big)."""
     hosts = {r[0]: text_of(r[1]) for r in conn.execute("SELECT id, name FROM hosts")}
     replicas: dict = {}
 
@@ -215,12 +249,29 @@ def fill_task_io(conn, run_id: int) -> None:
             r = replicas[reps] = frozenset(json.loads(reps))
         return int(host_match(hosts.get(host_id) or "", r))
     conn.create_function("mtcio_local", 2, local, deterministic=True)
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_general (id INTEGER PRIMARY KEY)")
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_task_io (tid INTEGER PRIMARY KEY, n INTEGER, nk INTEGER, "
+                 + ", ".join(f"{c} INTEGER" for c in _TASK_IO_COLS) + ")")
     try:
-        conn.execute(_TASK_IO, (run_id,))
+        lo, hi = conn.execute("SELECT min(id), max(id) FROM processes WHERE run_id = ?", (run_id,)).fetchone()
+        if lo is None:
+            return
+        # NULL n_processes (a task table not built here) counts as several images
+        conn.execute("INSERT INTO temp.ingest_general SELECT id FROM tasks WHERE run_id = ? AND n_processes IS NOT 1",
+                     (run_id,))
+        conn.execute(_ONE_IMAGE_IO, (lo, hi, run_id))
+        conn.execute("INSERT OR IGNORE INTO temp.ingest_general SELECT tid FROM temp.ingest_task_io WHERE n != nk")
+        conn.execute("DELETE FROM temp.ingest_task_io WHERE n != nk")
+        if conn.execute("SELECT 1 FROM temp.ingest_general LIMIT 1").fetchone():
+            conn.execute(_GENERAL_IO, (run_id,))
+        conn.execute(_UPDATE_IO)
     except sqlite3.OperationalError as e:
         if "integer overflow" not in str(e):
             raise
         _fill_task_io_big(conn, run_id, hosts)
+    finally:
+        conn.execute("DELETE FROM temp.ingest_general")
+        conn.execute("DELETE FROM temp.ingest_task_io")
 
 
 def _fill_task_io_big(conn, run_id: int, hosts: dict) -> None:
