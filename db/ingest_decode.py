@@ -7,7 +7,7 @@ about half of ingest's work, SQLite's inserts the other half; this process does 
         for path, got in dec.each(paths, wanted):   # in the paths' order
             prep, warning = got                      # as decode(path) gives; got is None for a path not wanted
 
-The worker is `python -m mtcio.db.ingest_decode MAX_LOG_BYTES` (not multiprocessing: no re-import of the caller's
+The worker is `python -m mtcio.db.ingest_decode MAX_LOG_BYTES BIG CHUNK_BYTES` (not multiprocessing: no re-import
 main module, nothing inherited).  Protocol on its stdin/stdout: the parent writes a job (8-byte little-endian length
 + a pickled list of paths), the worker answers with 8-byte length + a pickled list of decode() results (None: a log
 over BIG bytes, or past CHUNK_BYTES in its job, which the parent decodes itself when its turn comes).  Bounded: at
@@ -51,15 +51,15 @@ def decode(path: str, max_log_bytes: int = lf.MAX_LOG_BYTES, load=None):
     return (prepare(path, rows) if rows is not None else None), warning
 
 
-def decode_job(paths: list, max_log_bytes: int) -> list:
-    """decode() of each path; None for a log left to the parent (over BIG, or past CHUNK_BYTES in this job)."""
+def decode_job(paths: list, max_log_bytes: int, big: int = BIG, chunk_bytes: int = CHUNK_BYTES) -> list:
+    """decode() of each path; None for a log left to the parent (over big, or past chunk_bytes in this job)."""
     out, held = [], 0
     for path in paths:
         try:
             size = os.lstat(path).st_size
         except OSError:
             size = 0                    # read_log names the error
-        if size > BIG or held + size > CHUNK_BYTES:
+        if size > big or held + size > chunk_bytes:
             out.append(None)
             continue
         held += size
@@ -73,8 +73,8 @@ class Decoder:
 
     def __init__(self, max_log_bytes: int = lf.MAX_LOG_BYTES):
         self.max_log_bytes = max_log_bytes
-        self.proc = subprocess.Popen([sys.executable, "-m", "mtcio.db.ingest_decode", str(max_log_bytes)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.proc = subprocess.Popen([sys.executable, "-m", "mtcio.db.ingest_decode", str(max_log_bytes), str(BIG),
+                                      str(CHUNK_BYTES)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.answers: queue.Queue = queue.Queue()
         self.reader = threading.Thread(target=self._read_answers, name="mtcio-decode", daemon=True)
         self.reader.start()
@@ -168,8 +168,7 @@ class Decoder:
 
 
 def main(argv: list | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    max_log_bytes = int(argv[0]) if argv else lf.MAX_LOG_BYTES
+    max_log_bytes, big, chunk_bytes = map(int, sys.argv[1:4] if argv is None else argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # ^C is the parent's: it closes our input, and we end
     # the answers go to the parent on a private fd; fd 1 then points at stderr, so a stray print cannot tear them
     out = os.fdopen(os.dup(1), "wb")
@@ -182,7 +181,7 @@ def main(argv: list | None = None) -> int:
         if len(head) < _LEN.size:
             return 0
         paths = pickle.loads(inp.read(_LEN.unpack(head)[0]))
-        blob = pickle.dumps(decode_job(paths, max_log_bytes), protocol=pickle.HIGHEST_PROTOCOL)
+        blob = pickle.dumps(decode_job(paths, max_log_bytes, big, chunk_bytes), protocol=pickle.HIGHEST_PROTOCOL)
         out.write(_LEN.pack(len(blob)))
         out.write(blob)
         out.flush()
