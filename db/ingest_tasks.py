@@ -8,6 +8,7 @@ with the run (db/ingest.py calls them after writing a run's logs).
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sqlite3
 from collections import defaultdict
@@ -25,7 +26,14 @@ FROM (SELECT id, host_id, pid, start_ns, prev,
              sum(prev IS NULL) OVER (PARTITION BY host_id, pid ORDER BY start_ns ROWS UNBOUNDED PRECEDING) AS chain
       FROM (SELECT id, host_id, pid, start_ns,
                    CASE WHEN lag(ended_by) OVER w = 'exec' THEN lag(id) OVER w END AS prev
-            FROM processes WHERE run_id = ? WINDOW w AS (PARTITION BY host_id, pid ORDER BY start_ns)))"""
+            FROM processes WHERE run_id = ? AND (host_id, pid) IN (SELECT host_id, pid FROM temp.ingest_rep)
+            WINDOW w AS (PARTITION BY host_id, pid ORDER BY start_ns)))"""
+# the (host, pid) with an image ended by exec: only those can chain and need the window query; every other image is
+# its own chain (head itself, no previous image).  The run's rows in id order, not by the run's index: one pass
+_REPEATED = ("INSERT OR IGNORE INTO temp.ingest_rep SELECT host_id, pid FROM processes WHERE id BETWEEN ? AND ? AND "
+             "+run_id = ? AND ended_by = 'exec'")
+_SINGLES = ("INSERT INTO temp.ingest_chain (id, head, prev) SELECT id, id, NULL FROM processes p WHERE run_id = ? "
+            "AND NOT EXISTS (SELECT 1 FROM temp.ingest_rep r WHERE r.host_id = p.host_id AND r.pid = p.pid)")
 # every image with its chain, grouped by the chain head's task name (NULL and '' alike: no name), then by host
 _GROUPED = """
 SELECT COALESCE(h.task, ''), p.host_id, p.id, p.pid, p.ppid, p.start_ns, p.end_ns, p.exit_status, p.signal,
@@ -46,12 +54,21 @@ def build_tasks(conn, run_id: int) -> int:
     then come grouped by their chain head's task name (the unnamed ones host by host: their tasks are root trees,
     and a parent is on its child's host), and only one group is in memory at a time.  Tasks start with zero I/O
     counts (fill_task_io sets those of tasks with file records)."""
-    conn.execute("UPDATE processes SET task_id = NULL WHERE run_id = ? AND task_id IS NOT NULL", (run_id,))
+    # the run's tasks' processes found by the task index (a new run has none: no scan of its processes)
+    conn.execute("UPDATE processes SET task_id = NULL WHERE task_id IN (SELECT id FROM tasks WHERE run_id = ?) AND "
+                 "run_id = ?", (run_id, run_id))
     conn.execute("DELETE FROM tasks WHERE run_id = ?", (run_id,))
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_chain (id INTEGER PRIMARY KEY, head INTEGER NOT NULL, "
                  "prev INTEGER)")
     conn.execute("DELETE FROM temp.ingest_chain")
-    conn.execute(_CHAINS, (run_id,))
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_rep (host_id INTEGER, pid INTEGER, PRIMARY KEY (host_id, pid)) "
+                 "WITHOUT ROWID")
+    conn.execute("DELETE FROM temp.ingest_rep")
+    lo, hi = conn.execute("SELECT min(id), max(id) FROM processes WHERE run_id = ?", (run_id,)).fetchone()
+    conn.execute(_REPEATED, (lo, hi, run_id))
+    conn.execute(_SINGLES, (run_id,))
+    if conn.execute("SELECT 1 FROM temp.ingest_rep LIMIT 1").fetchone():
+        conn.execute(_CHAINS, (run_id,))
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_assign (id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL, "
                  "prev INTEGER)")
     conn.execute("DELETE FROM temp.ingest_assign")
@@ -74,6 +91,7 @@ def build_tasks(conn, run_id: int) -> int:
                  "WHERE processes.id = a.id")
     conn.execute("DELETE FROM temp.ingest_chain")
     conn.execute("DELETE FROM temp.ingest_assign")
+    conn.execute("DELETE FROM temp.ingest_rep")
     return out.n
 
 
@@ -98,7 +116,7 @@ class _TaskOut:
     def _task(self, name, k, root_id, hid, pid, root_start, stage, argv, start, end, status, sig, n) -> None:
         tname = name if name else f"pid{pid}@{hid}:{root_start}"
         try:
-            cmd = " ".join(shlex.quote(x) for x in json.loads(argv or "[]"))
+            cmd = _command(_json_list(argv or "[]"))
         except ValueError:
             cmd = None
         self.task_rows.append((self.next_tid, self.run_id, db_text(tname), k if name else 1, stage, hid,
@@ -162,6 +180,31 @@ class _TaskOut:
         if self.assign:
             self.conn.executemany("INSERT INTO temp.ingest_assign (task_id, prev, id) VALUES (?,?,?)", self.assign)
         self.task_rows, self.assign = [], []
+
+
+# shlex.quote's safe characters, and the NUL that joins the args here (no arg holds one: they come from C strings)
+_UNSAFE = re.compile(r"[^\w@%+=:,./\0-]", re.ASCII).search
+
+
+def _command(args: list) -> str:
+    """The args shell-quoted, as " ".join(shlex.quote(a) for a in args); most commands need no quote, which one
+    search over all the args tells."""
+    joined = "\0".join(args)
+    if all(args) and _UNSAFE(joined) is None and joined.count("\0") == len(args) - 1:
+        return joined.replace("\0", " ")
+    return " ".join(shlex.quote(a) for a in args)
+
+
+_SCAN = json.decoder.JSONDecoder().scan_once
+
+
+def _json_list(text: str):
+    """json.loads(text), without its Python-level wrappers for the JSON text of a list that json.dumps wrote."""
+    try:
+        obj, end = _SCAN(text, 0)
+    except StopIteration:
+        obj, end = None, -1
+    return obj if end == len(text) and isinstance(obj, list) else json.loads(text)
 
 
 def _chain(head, chain_last, chain_prev):
