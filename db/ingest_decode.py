@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import gc
 import os
-from collections import deque
 import pickle
 import queue
 import signal
@@ -29,8 +28,11 @@ import struct
 import subprocess
 import sys
 import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 from mtcio.db import logformat as lf
+from mtcio.db import prefetch
 from mtcio.db.ingest_read import read_log
 from mtcio.db.ingest_writer import prepare
 
@@ -38,6 +40,8 @@ CHUNK = 256             # logs per job
 WINDOW = 8              # jobs in flight
 BIG = 1 << 20           # a log larger than this is decoded by the parent in its turn
 CHUNK_BYTES = 8 << 20   # bytes of logs one job decodes at most
+PIECE = 32              # logs one reading thread reads at a time
+READERS = 2             # the worker's reading threads
 _LEN = struct.Struct("<Q")
 
 
@@ -51,19 +55,38 @@ def decode(path: str, max_log_bytes: int = lf.MAX_LOG_BYTES, load=None):
     return (prepare(path, rows) if rows is not None else None), warning
 
 
-def decode_job(paths: list, max_log_bytes: int, big: int = BIG, chunk_bytes: int = CHUNK_BYTES) -> list:
-    """decode() of each path; None for a log left to the parent (over big, or past chunk_bytes in this job)."""
+def read_piece(paths: list, max_log_bytes: int, big: int, most: int) -> list:
+    """For each path, load() giving its bytes (or raising what reading them raised), or None for a log left to the
+    parent: over big bytes, or past most bytes read in this piece."""
     out, held = [], 0
     for path in paths:
         try:
             size = os.lstat(path).st_size
-        except OSError:
-            size = 0                    # read_log names the error
-        if size > big or held + size > chunk_bytes:
-            out.append(None)
-            continue
-        held += size
-        out.append(decode(path, max_log_bytes))
+            if size > big or held + size > most:
+                out.append(None)
+                continue
+            buf = lf.read_bytes(path, max_log_bytes)
+            held += len(buf)
+            out.append(prefetch._given(buf))
+        except Exception as e:          # noqa: BLE001 -- raised again by load(), where read_log names it
+            out.append(prefetch._raising(e))
+    return out
+
+
+def _submit(paths: list, max_log_bytes: int, big: int, chunk_bytes: int, pool) -> list:
+    """A job's logs to read, PIECE logs per task of the pool's threads (the kernel's part of reading a million small
+    files, and a disk's latency, beside the decoding); at most chunk_bytes read for the job."""
+    pieces = [paths[i:i + PIECE] for i in range(0, len(paths), PIECE)]
+    most = chunk_bytes // max(len(pieces), 1)
+    return [(p, pool.submit(read_piece, p, max_log_bytes, big, most)) for p in pieces]
+
+
+def _decode(submitted: list, max_log_bytes: int) -> list:
+    """decode() of each log of a submitted job, in order; None for a log left to the parent."""
+    out = []
+    for piece, fut in submitted:
+        for path, load in zip(piece, fut.result()):
+            out.append(None if load is None else decode(path, max_log_bytes, load))
     return out
 
 
@@ -175,19 +198,31 @@ def main(argv: list | None = None) -> int:
     os.dup2(2, 1)
     inp = sys.stdin.buffer
     gc.disable()                    # decoded rows are many new tuples and hold no cycles (as in the parent)
+    pool = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="mtcio-read")
+    jobs: queue.Queue = queue.Queue()   # at most the parent's WINDOW
+
+    def take_jobs() -> None:        # a job's reads start as it comes, while the one before is decoded
+        try:
+            while True:
+                head = inp.read(_LEN.size)
+                if len(head) < _LEN.size:
+                    break
+                paths = pickle.loads(inp.read(_LEN.unpack(head)[0]))
+                jobs.put(_submit(paths, max_log_bytes, big, chunk_bytes, pool))
+        finally:
+            jobs.put(None)
+    threading.Thread(target=take_jobs, name="mtcio-jobs", daemon=True).start()
     n = 0
-    while True:
-        head = inp.read(_LEN.size)
-        if len(head) < _LEN.size:
-            return 0
-        paths = pickle.loads(inp.read(_LEN.unpack(head)[0]))
-        blob = pickle.dumps(decode_job(paths, max_log_bytes, big, chunk_bytes), protocol=pickle.HIGHEST_PROTOCOL)
+    while (job := jobs.get()) is not None:
+        blob = pickle.dumps(_decode(job, max_log_bytes), protocol=pickle.HIGHEST_PROTOCOL)
         out.write(_LEN.pack(len(blob)))
         out.write(blob)
         out.flush()
         n += 1
         if n % 200 == 0:
             gc.collect()
+    pool.shutdown()
+    return 0
 
 
 if __name__ == "__main__":
