@@ -96,8 +96,11 @@ class Decoder:
 
     def __init__(self, max_log_bytes: int = lf.MAX_LOG_BYTES):
         self.max_log_bytes = max_log_bytes
+        # the parent's import path first, so the worker runs the same mtcio as the parent (a source tree on sys.path)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([p for p in sys.path if p] +
+                                                          [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
         self.proc = subprocess.Popen([sys.executable, "-m", "mtcio.db.ingest_decode", str(max_log_bytes), str(BIG),
-                                      str(CHUNK_BYTES)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                      str(CHUNK_BYTES)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.answers: queue.Queue = queue.Queue()
         self.reader = threading.Thread(target=self._read_answers, name="mtcio-decode", daemon=True)
         self.reader.start()

@@ -78,6 +78,8 @@ def prepare(path: str, rec: LogRows) -> tuple:
         ops.append((chunk, count, first if first <= I64_MAX else None, last if last <= I64_MAX else None, data))
     host = p.get("host") or os.path.basename(path).split(".")[0]
     return (host, p.get("run"), tail, mounts, rec.files, ops, rec.complete, tuple(rec.gaps), rec.task_source)
+
+
 FILE_CACHE = 200_000    # paths whose file ids a writer keeps; past it the cache restarts (the db has them all)
 
 
