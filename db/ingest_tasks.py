@@ -1,9 +1,10 @@
 """The tasks of an ingested run: `build_tasks` groups its process images into tasks (exec chains, fork trees,
 attempts), `fill_task_io` sums each task's file records into its I/O counts and read locality.
 
-Both work from the db, not from memory: exec chains are linked by a window query, images come grouped by task name
-from one sorted query (one group in Python at a time), per-task sums are one SQL statement.  Memory does not grow
-with the run (db/ingest.py calls them after writing a run's logs).
+Both work from the db, not from memory: exec chains are linked by a window query (over the (host, pid) with an image
+ended by exec), images come grouped by task name from one sorted query (one group in Python at a time), per-task
+sums are SQL (one pass over file_access for the tasks of one image).  Memory does not grow with the run
+(db/ingest.py calls them after writing a run's logs).
 """
 from __future__ import annotations
 
@@ -182,7 +183,7 @@ class _TaskOut:
         self.task_rows, self.assign = [], []
 
 
-# shlex.quote's safe characters, and the NUL that joins the args here (no arg holds one: they come from C strings)
+# shlex.quote's safe characters, and the NUL that joins the args here (an arg holding a NUL is caught by the count)
 _UNSAFE = re.compile(r"[^\w@%+=:,./\0-]", re.ASCII).search
 
 
