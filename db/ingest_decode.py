@@ -216,14 +216,17 @@ def main(argv: list | None = None) -> int:
             jobs.put(None)
     threading.Thread(target=take_jobs, name="mtcio-jobs", daemon=True).start()
     n = 0
-    while (job := jobs.get()) is not None:
-        blob = pickle.dumps(_decode(job, max_log_bytes), protocol=pickle.HIGHEST_PROTOCOL)
-        out.write(_LEN.pack(len(blob)))
-        out.write(blob)
-        out.flush()
-        n += 1
-        if n % 200 == 0:
-            gc.collect()
+    try:
+        while (job := jobs.get()) is not None:
+            blob = pickle.dumps(_decode(job, max_log_bytes), protocol=pickle.HIGHEST_PROTOCOL)
+            out.write(_LEN.pack(len(blob)))
+            out.write(blob)
+            out.flush()
+            n += 1
+            if n % 200 == 0:
+                gc.collect()
+    except BrokenPipeError:         # the parent is gone (killed): nobody reads the answers
+        os._exit(0)
     pool.shutdown()
     return 0
 
