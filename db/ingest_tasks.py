@@ -62,8 +62,8 @@ def build_tasks(conn, run_id: int) -> int:
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_chain (id INTEGER PRIMARY KEY, head INTEGER NOT NULL, "
                  "prev INTEGER)")
     conn.execute("DELETE FROM temp.ingest_chain")
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_rep (host_id INTEGER, pid INTEGER, PRIMARY KEY (host_id, pid)) "
-                 "WITHOUT ROWID")
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_rep (host_id INTEGER, pid INTEGER, "
+                 "PRIMARY KEY (host_id, pid)) WITHOUT ROWID")
     conn.execute("DELETE FROM temp.ingest_rep")
     lo, hi = conn.execute("SELECT min(id), max(id) FROM processes WHERE run_id = ?", (run_id,)).fetchone()
     conn.execute(_REPEATED, (lo, hi, run_id))
