@@ -22,21 +22,30 @@ from dataclasses import dataclass, field
 
 from mtcio.db import darshan_log, prefetch, store
 from mtcio.db import logformat as lf
+from mtcio.db.ingest_decode import Decoder, DecoderDied, decode
 from mtcio.db.ingest_logs import find_logs, untrusted_folders
-from mtcio.db.ingest_read import read_log
+from mtcio.db.ingest_read import LogRows
 from mtcio.db.ingest_replicas import default_gfwhere_cmd, fill_replicas
 from mtcio.db.ingest_tasks import build_tasks, fill_task_io
-from mtcio.db.ingest_writer import RunWriter, fill_sizes
+from mtcio.db.ingest_writer import RunWriter, fill_sizes, prepare
 from mtcio.db.store import db_text, readable
 
 CACHE_KIB = -131072        # SQLite page cache while ingesting (negative: KiB)
 # The cyclic garbage collector is off while logs are read: each log's rows are many new tuples, and its automatic
 # passes over them were a tenth of the time; the rows hold no cycles, a pass every GC_EVERY logs collects the rest.
 GC_EVERY = 50_000
+# From this many logs on (and with 2 CPUs), the shim's logs are decoded in a second process (db/ingest_decode.py)
+# while this one writes: its start (~0.2 s) is then a small part of the run
+DECODER_MIN_LOGS = 5000
 
 
 class IngestError(RuntimeError):
     """Nothing could be ingested (no logs, bad db ...)."""
+
+
+class DecoderError(IngestError):
+    """The log decoder process died while ingesting (killed, out of memory): the run being ingested is not stored
+    (runs stored before it are kept)."""
 
 
 @dataclass
@@ -125,7 +134,7 @@ def ingest(db: str, logdir: str, *, run: str | None = None, strict: bool = False
         if not paths:
             raise IngestError(f"{readable(logdir)}: no mtcprof logs (*.mtclog) found; was the run traced with "
                               f"MTCPROF_DIR={readable(logdir)}?")
-        reader, read_one = None, read_log
+        reader, read_one = None, decode
     try:
         # Darshan logs are read by the worker process, not ahead here
         return _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, warn, max_log_bytes,
@@ -152,8 +161,8 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
         warn_(f"{readable(odd[0][0])}: log folder {odd[0][1]}{more}: its logs may not be the run's; ingested as "
               f"they are", odd[0][0])
 
-    def read(path, load=None):
-        rows, w = read_one(path, max_log_bytes, load)
+    def read(path, load=None, got=None):
+        rows, w = got if got is not None else read_one(path, max_log_bytes, load)
         if w is not None and path not in log_warning:
             log_warning[path] = w
             res.bad_logs += 1
@@ -162,7 +171,11 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
 
     created = not os.path.exists(db)
     conn = store.connect(db)
-    ahead = prefetch.Prefetch(max_log_bytes) if read_ahead else None
+    decoder = ahead = None
+    if read_ahead and len(paths) >= DECODER_MIN_LOGS and _cpus() >= 2:
+        decoder = Decoder(max_log_bytes)
+    elif read_ahead:
+        ahead = prefetch.Prefetch(max_log_bytes)
     gc_on = gc.isenabled()
     gc.disable()
     try:
@@ -184,13 +197,18 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
                 conn.execute("BEGIN IMMEDIATE")
             while pending:
                 pending = _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, default_run,
-                                          logdir, gfwhere_cmd, bar, own_transaction=not strict, ahead=ahead)
+                                          logdir, gfwhere_cmd, bar, own_transaction=not strict, ahead=ahead,
+                                          decoder=decoder)
             if strict:
                 if res.bad_logs:
                     conn.execute("ROLLBACK")
                     res.committed = False
                 else:
                     conn.execute("COMMIT")
+        except DecoderDied as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise DecoderError(f"{e}; the run being ingested was not stored") from None
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -205,10 +223,19 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
             gc.enable()
         if ahead is not None:
             ahead.close()
+        if decoder is not None:
+            decoder.close()
         conn.close()
         if created and (not res.runs or not res.committed):
             _remove_db(db)
     return res
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def _remove_db(db: str) -> None:
@@ -220,7 +247,8 @@ def _remove_db(db: str) -> None:
 
 
 def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, default_run, logdir, gfwhere_cmd,
-                    bar, own_transaction: bool, ahead: "prefetch.Prefetch | None" = None) -> list:
+                    bar, own_transaction: bool, ahead: "prefetch.Prefetch | None" = None,
+                    decoder: "Decoder | None" = None) -> list:
     """Ingest the logs of the run of pending[0] (one transaction unless the caller holds one); returns the logs
     that belong to other runs."""
     cur_run = labels.get(pending[0])
@@ -228,20 +256,31 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
     n_warn0 = len(res.details)
     if own_transaction:
         conn.execute("BEGIN IMMEDIATE")
+
+    def elsewhere(path) -> bool:            # a log read before, of another run
+        return path in labels and cur_run is not None and labels[path] != cur_run
+    if decoder is not None:                 # (path, None, decoded or None: not sent, as it was elsewhere then)
+        logs = ((p, None, got) for p, got in decoder.each(pending, lambda p: not elsewhere(p)))
+    elif ahead is not None:
+        logs = ((p, load, None) for p, load in ahead.each(pending))
+    else:
+        logs = ((p, None, None) for p in pending)
     try:
-        for k, (path, load) in enumerate(ahead.each(pending) if ahead is not None else ((p, None) for p in pending)):
+        for k, (path, load, got) in enumerate(logs):
             if k % GC_EVERY == GC_EVERY - 1:
                 gc.collect()
-            if path in labels and cur_run is not None and labels[path] != cur_run:
+            if elsewhere(path):
                 later.append(path)
                 continue
-            log = read(path, load)
+            log = read(path, load, got)
             if log is None:
                 if path in log_warning:
                     stored.append(log_warning[path])
                 bar.update()
                 continue
-            name = run or log.proc.get("run") or default_run
+            if isinstance(log, LogRows):    # a Darshan log's
+                log = prepare(path, log)
+            name = run or log[1] or default_run
             if cur_run is None:
                 cur_run = name
             if name != cur_run:

@@ -8,14 +8,15 @@ import sqlite3
 import sys
 
 from mtcio.db import darshan_log, store, write_errors
-from mtcio.db.ingest import IngestError, ingest
+from mtcio.db.ingest import DecoderError, IngestError, ingest
 from mtcio.db.store import readable
 from mtcio.exitcodes import exit_table
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = exit_table({1: "failed: --strict and a log is truncated, corrupt or unreadable (nothing stored); "
-                              "the disk is full or read-only",
+                              "the disk is full or read-only; the log decoder process was killed (that run not "
+                              "stored)",
                            2: "bad input: bad options, LOGDIR missing or without one readable log (no db is "
                               "created), --db not a SQLite store, --from darshan without mtcio[darshan]"})
     p.add_argument("logdir", metavar="LOGDIR", help="folder with the run's *.mtclog files (searched recursively); "
@@ -40,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
                      progress=False if args.no_progress else None, source=args.source)
     except (IngestError, store.StoreError, darshan_log.NoDarshan) as e:
         print(f"mtcprof ingest: {e}", file=sys.stderr)
-        return 1 if isinstance(e, store.DiskError) else 2
+        return 1 if isinstance(e, (store.DiskError, DecoderError)) else 2
     except (sqlite3.OperationalError, OSError) as e:       # the disk filled up, or went read-only, while writing
         words = write_errors.disk_words(args.db, e)
         if words is None:

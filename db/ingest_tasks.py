@@ -1,13 +1,15 @@
 """The tasks of an ingested run: `build_tasks` groups its process images into tasks (exec chains, fork trees,
 attempts), `fill_task_io` sums each task's file records into its I/O counts and read locality.
 
-Both work from the db, not from memory: exec chains are linked by a window query, images come grouped by task name
-from one sorted query (one group in Python at a time), per-task sums are one SQL statement.  Memory does not grow
-with the run (db/ingest.py calls them after writing a run's logs).
+Both work from the db, not from memory: exec chains are linked by a window query (over the (host, pid) with an image
+ended by exec), images come grouped by task name from one sorted query (one group in Python at a time), per-task
+sums are SQL (one pass over file_access for the tasks of one image).  Memory does not grow with the run
+(db/ingest.py calls them after writing a run's logs).
 """
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sqlite3
 from collections import defaultdict
@@ -25,7 +27,14 @@ FROM (SELECT id, host_id, pid, start_ns, prev,
              sum(prev IS NULL) OVER (PARTITION BY host_id, pid ORDER BY start_ns ROWS UNBOUNDED PRECEDING) AS chain
       FROM (SELECT id, host_id, pid, start_ns,
                    CASE WHEN lag(ended_by) OVER w = 'exec' THEN lag(id) OVER w END AS prev
-            FROM processes WHERE run_id = ? WINDOW w AS (PARTITION BY host_id, pid ORDER BY start_ns)))"""
+            FROM processes WHERE run_id = ? AND (host_id, pid) IN (SELECT host_id, pid FROM temp.ingest_rep)
+            WINDOW w AS (PARTITION BY host_id, pid ORDER BY start_ns)))"""
+# the (host, pid) with an image ended by exec: only those can chain and need the window query; every other image is
+# its own chain (head itself, no previous image).  The run's rows in id order, not by the run's index: one pass
+_REPEATED = ("INSERT OR IGNORE INTO temp.ingest_rep SELECT host_id, pid FROM processes WHERE id BETWEEN ? AND ? AND "
+             "+run_id = ? AND ended_by = 'exec'")
+_SINGLES = ("INSERT INTO temp.ingest_chain (id, head, prev) SELECT id, id, NULL FROM processes p WHERE run_id = ? "
+            "AND NOT EXISTS (SELECT 1 FROM temp.ingest_rep r WHERE r.host_id = p.host_id AND r.pid = p.pid)")
 # every image with its chain, grouped by the chain head's task name (NULL and '' alike: no name), then by host
 _GROUPED = """
 SELECT COALESCE(h.task, ''), p.host_id, p.id, p.pid, p.ppid, p.start_ns, p.end_ns, p.exit_status, p.signal,
@@ -46,12 +55,21 @@ def build_tasks(conn, run_id: int) -> int:
     then come grouped by their chain head's task name (the unnamed ones host by host: their tasks are root trees,
     and a parent is on its child's host), and only one group is in memory at a time.  Tasks start with zero I/O
     counts (fill_task_io sets those of tasks with file records)."""
-    conn.execute("UPDATE processes SET task_id = NULL WHERE run_id = ? AND task_id IS NOT NULL", (run_id,))
+    # the run's tasks' processes found by the task index (a new run has none: no scan of its processes)
+    conn.execute("UPDATE processes SET task_id = NULL WHERE task_id IN (SELECT id FROM tasks WHERE run_id = ?) AND "
+                 "run_id = ?", (run_id, run_id))
     conn.execute("DELETE FROM tasks WHERE run_id = ?", (run_id,))
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_chain (id INTEGER PRIMARY KEY, head INTEGER NOT NULL, "
                  "prev INTEGER)")
     conn.execute("DELETE FROM temp.ingest_chain")
-    conn.execute(_CHAINS, (run_id,))
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_rep (host_id INTEGER, pid INTEGER, "
+                 "PRIMARY KEY (host_id, pid)) WITHOUT ROWID")
+    conn.execute("DELETE FROM temp.ingest_rep")
+    lo, hi = conn.execute("SELECT min(id), max(id) FROM processes WHERE run_id = ?", (run_id,)).fetchone()
+    conn.execute(_REPEATED, (lo, hi, run_id))
+    conn.execute(_SINGLES, (run_id,))
+    if conn.execute("SELECT 1 FROM temp.ingest_rep LIMIT 1").fetchone():
+        conn.execute(_CHAINS, (run_id,))
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_assign (id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL, "
                  "prev INTEGER)")
     conn.execute("DELETE FROM temp.ingest_assign")
@@ -74,6 +92,7 @@ def build_tasks(conn, run_id: int) -> int:
                  "WHERE processes.id = a.id")
     conn.execute("DELETE FROM temp.ingest_chain")
     conn.execute("DELETE FROM temp.ingest_assign")
+    conn.execute("DELETE FROM temp.ingest_rep")
     return out.n
 
 
@@ -98,7 +117,7 @@ class _TaskOut:
     def _task(self, name, k, root_id, hid, pid, root_start, stage, argv, start, end, status, sig, n) -> None:
         tname = name if name else f"pid{pid}@{hid}:{root_start}"
         try:
-            cmd = " ".join(shlex.quote(x) for x in json.loads(argv or "[]"))
+            cmd = _command(_json_list(argv or "[]"))
         except ValueError:
             cmd = None
         self.task_rows.append((self.next_tid, self.run_id, db_text(tname), k if name else 1, stage, hid,
@@ -164,6 +183,31 @@ class _TaskOut:
         self.task_rows, self.assign = [], []
 
 
+# shlex.quote's safe characters, and the NUL that joins the args here (an arg holding a NUL is caught by the count)
+_UNSAFE = re.compile(r"[^\w@%+=:,./\0-]", re.ASCII).search
+
+
+def _command(args: list) -> str:
+    """The args shell-quoted, as " ".join(shlex.quote(a) for a in args); most commands need no quote, which one
+    search over all the args tells."""
+    joined = "\0".join(args)
+    if all(args) and _UNSAFE(joined) is None and joined.count("\0") == len(args) - 1:
+        return joined.replace("\0", " ")
+    return " ".join(shlex.quote(a) for a in args)
+
+
+_SCAN = json.decoder.JSONDecoder().scan_once
+
+
+def _json_list(text: str):
+    """json.loads(text), without its Python-level wrappers for the JSON text of a list that json.dumps wrote."""
+    try:
+        obj, end = _SCAN(text, 0)
+    except StopIteration:
+        obj, end = None, -1
+    return obj if end == len(text) and isinstance(obj, list) else json.loads(text)
+
+
 def _chain(head, chain_last, chain_prev):
     out, i = [], chain_last[head]
     while i is not None:
@@ -202,10 +246,44 @@ FROM (SELECT tid, sum(br) AS br, sum(bw) AS bw, sum(rd) AS fr, sum(bw > 0 OR nw 
 WHERE tasks.id = a.tid"""
 
 
+# The same sums for the tasks of one image (most tasks), streamed: file_access in its key's order, one group per
+# process, no sort of the run's rows.  A row per file record is a row per (task, file) when the image's records name
+# distinct files (n = nk); an image naming one file twice (two mounts of one Gfarm file) takes the general query.
+_ONE_IMAGE_IO = f"""
+INSERT INTO temp.ingest_task_io (tid, n, nk, {', '.join(_TASK_IO_COLS)})
+SELECT tid, count(*), count(DISTINCT k), sum(br), sum(bw), sum(rd), sum(bw > 0 OR nw > 0),
+       sum(CASE WHEN loc = 1 AND rd THEN br ELSE 0 END), sum(CASE WHEN loc = 0 AND rd THEN br ELSE 0 END),
+       sum(loc = 1 AND rd), sum(loc = 0 AND rd), sum(CASE WHEN loc IS NULL THEN br ELSE 0 END),
+       sum(CASE WHEN loc = 1 THEN bw ELSE 0 END), sum(tio)
+FROM (SELECT fa.process_id AS pid, p.task_id AS tid, COALESCE(f.gfarm_path, f.path) AS k, fa.bytes_read AS br,
+             fa.bytes_written AS bw, fa.writes AS nw, (fa.bytes_read > 0 OR fa.reads > 0) AS rd,
+             CASE WHEN f.replica_hosts IS NULL OR f.resolved_at IS NULL THEN NULL
+                  ELSE mtcio_local(p.host_id, f.replica_hosts) END AS loc,
+             fa.t_open_ns + fa.t_read_ns + fa.t_write_ns + fa.t_close_ns + fa.t_meta_ns AS tio
+      FROM file_access fa CROSS JOIN processes p ON p.id = fa.process_id CROSS JOIN files f ON f.id = fa.file_id
+      WHERE fa.process_id BETWEEN ? AND ? AND p.run_id = ? AND p.task_id IS NOT NULL
+            AND p.task_id NOT IN (SELECT id FROM temp.ingest_general))
+GROUP BY pid"""
+# the general query for the other tasks (several images, or a file named twice), into the same table
+_GENERAL_IO = _TASK_IO.split("UPDATE tasks SET")[0].replace(
+    "WHERE p.run_id = ? AND p.task_id IS NOT NULL",
+    "WHERE p.task_id IN (SELECT id FROM temp.ingest_general) AND p.run_id = ?") + f"""
+INSERT INTO temp.ingest_task_io (tid, n, nk, {', '.join(_TASK_IO_COLS)})
+SELECT tid, 1, 1, sum(br), sum(bw), sum(rd), sum(bw > 0 OR nw > 0),
+       sum(CASE WHEN loc = 1 AND rd THEN br ELSE 0 END), sum(CASE WHEN loc = 0 AND rd THEN br ELSE 0 END),
+       sum(loc = 1 AND rd), sum(loc = 0 AND rd), sum(CASE WHEN loc IS NULL THEN br ELSE 0 END),
+       sum(CASE WHEN loc = 1 THEN bw ELSE 0 END), sum(tio)
+FROM l GROUP BY tid"""
+_UPDATE_IO = f"""
+UPDATE tasks SET ({', '.join(_TASK_IO_COLS)}) = ({', '.join('a.' + c for c in _TASK_IO_COLS)})
+FROM temp.ingest_task_io a WHERE tasks.id = a.tid"""
+
+
 def fill_task_io(conn, run_id: int) -> None:
-    """Per-task byte/file counts, read locality (all reads) and write placement from file_access + files, in one
-    SQL statement.  Tasks without file records keep the zeros build_tasks gave them.  A damaged log's near-2^63
-    counters overflow SQLite's sums: that run's totals are then made in Python (_fill_task_io_big)."""
+    """Per-task byte/file counts, read locality (all reads) and write placement from file_access + files, in SQL:
+    the tasks of one image streamed (_ONE_IMAGE_IO), the others grouped by (task, file) (_GENERAL_IO), then one
+    UPDATE in task order.  Tasks without file records keep the zeros build_tasks gave them.  A damaged log's
+    near-2^63 counters overflow SQLite's sums: that run's totals are then made in Python (_fill_task_io_big)."""
     hosts = {r[0]: text_of(r[1]) for r in conn.execute("SELECT id, name FROM hosts")}
     replicas: dict = {}
 
@@ -215,12 +293,29 @@ def fill_task_io(conn, run_id: int) -> None:
             r = replicas[reps] = frozenset(json.loads(reps))
         return int(host_match(hosts.get(host_id) or "", r))
     conn.create_function("mtcio_local", 2, local, deterministic=True)
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_general (id INTEGER PRIMARY KEY)")
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ingest_task_io (tid INTEGER PRIMARY KEY, n INTEGER, nk INTEGER, "
+                 + ", ".join(f"{c} INTEGER" for c in _TASK_IO_COLS) + ")")
     try:
-        conn.execute(_TASK_IO, (run_id,))
+        lo, hi = conn.execute("SELECT min(id), max(id) FROM processes WHERE run_id = ?", (run_id,)).fetchone()
+        if lo is None:
+            return
+        # NULL n_processes (a task table not built here) counts as several images
+        conn.execute("INSERT INTO temp.ingest_general SELECT id FROM tasks WHERE run_id = ? AND n_processes IS NOT 1",
+                     (run_id,))
+        conn.execute(_ONE_IMAGE_IO, (lo, hi, run_id))
+        conn.execute("INSERT OR IGNORE INTO temp.ingest_general SELECT tid FROM temp.ingest_task_io WHERE n != nk")
+        conn.execute("DELETE FROM temp.ingest_task_io WHERE n != nk")
+        if conn.execute("SELECT 1 FROM temp.ingest_general LIMIT 1").fetchone():
+            conn.execute(_GENERAL_IO, (run_id,))
+        conn.execute(_UPDATE_IO)
     except sqlite3.OperationalError as e:
         if "integer overflow" not in str(e):
             raise
         _fill_task_io_big(conn, run_id, hosts)
+    finally:
+        conn.execute("DELETE FROM temp.ingest_general")
+        conn.execute("DELETE FROM temp.ingest_task_io")
 
 
 def _fill_task_io_big(conn, run_id: int, hosts: dict) -> None:

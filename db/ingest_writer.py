@@ -49,6 +49,37 @@ def gfarm_path_of(path: str, mounts) -> str | None:
 
 
 MAX_OFFSET = FA_COLS.index("max_offset")
+_VAL_MAX_OFFSET = MAX_OFFSET - 4            # among a file record's 50 values
+# positions in a prepared log's process values (PROC_COLS without id, run_id, host_id)
+_PID, _START_NS, _OPS_DROPPED, _FILES_DROPPED = (PROC_COLS.index(c) - 3 for c in ("pid", "start_ns", "ops_dropped",
+                                                                                 "files_dropped"))
+
+
+def prepare(path: str, rec: LogRows) -> tuple:
+    """A log's rows with everything that needs no id done: (host, run label, process values in PROC_COLS order
+    without id/run_id/host_id, gfarm mounts, files (fid, flags, path, 50 values), ops (chunk, count, first_ns,
+    last_ns, bytes), complete, capture gaps, task source).  Plain tuples: this is what ingest's decoder process
+    sends back (db/ingest_decode.py), cheap to pickle; RunWriter then only gives ids."""
+    p = rec.proc
+    mounts = p.get("gfarm_mounts") or []
+    tail = (p["pid"], p["ppid"], p["uid"], p["origin"], p["start_ns"], p["end_ns"], p["exit_status"], p["ended_by"],
+            p["signal"], p["parent_start_ns"], db_text(p.get("exe")), json.dumps(p.get("argv", [])),
+            db_text(p.get("cwd")), db_text(p.get("task")), db_text(p.get("stage")), db_text(p.get("run")),
+            json.dumps(mounts) if mounts else "[]", p["ops_traced"], p["ops_dropped"], p["files_dropped"],
+            p["munmaps"], int(p["trace_ops"]), db_text(p.get("shim_version")), db_text(path), int(rec.complete),
+            db_text(rec.error), *cpu_clock(p.get("cpu_clock")), *sched(p.get("sched")),
+            *call_wait(p.get("cpu_wait")))
+    ops = []
+    for chunk, (count, data) in enumerate(rec.ops):
+        if not count:
+            continue
+        a = np.frombuffer(data, dtype=lf.OP_DTYPE)
+        first, last = int(a["start_ns"].min()), int((a["start_ns"] + a["dur_ns"]).max())
+        ops.append((chunk, count, first if first <= I64_MAX else None, last if last <= I64_MAX else None, data))
+    host = p.get("host") or os.path.basename(path).split(".")[0]
+    return (host, p.get("run"), tail, mounts, rec.files, ops, rec.complete, tuple(rec.gaps), rec.task_source)
+
+
 FILE_CACHE = 200_000    # paths whose file ids a writer keeps; past it the cache restarts (the db has them all)
 
 
@@ -96,8 +127,11 @@ class RunWriter:
             self.hosts[name] = hid
         return hid
 
-    def add(self, path: str, rec: LogRows) -> None:
-        host = rec.proc.get("host") or os.path.basename(path).split(".")[0]
+    def add(self, path: str, rec: "LogRows | tuple") -> None:
+        """One log: its LogRows, or what prepare() made of them (ingest's decoder process gives that)."""
+        if isinstance(rec, LogRows):
+            rec = prepare(path, rec)
+        host = rec[0]
         self.batch.append((path, self.hosts.get(host) or self.host_id(host), rec))   # hosts: outside savepoints
         if len(self.batch) >= BATCH:
             self.flush()
@@ -133,11 +167,11 @@ class RunWriter:
         complete copy and the stored one was not."""
         c = self.conn
         for path, hid, rec in batch:
-            p = rec.proc
+            tail = rec[2]
             prev = c.execute("SELECT id, log_complete FROM processes WHERE run_id = ? AND host_id = ? AND pid = ? "
-                             "AND start_ns = ?", (self.run_id, hid, p["pid"], p["start_ns"])).fetchone()
+                             "AND start_ns = ?", (self.run_id, hid, tail[_PID], tail[_START_NS])).fetchone()
             if prev is not None:
-                if not (rec.complete and not prev[1]):
+                if not (rec[6] and not prev[1]):
                     self.skipped += 1
                     continue
                 self._drop(prev[0])     # the complete log of a process stored from a damaged copy replaces it
@@ -146,45 +180,33 @@ class RunWriter:
             self._insert(rows)
             self._count(rows)
 
-    def _rows(self, path: str, hid: int, rec: LogRows, rows: _Batch) -> None:
-        p = rec.proc
+    def _rows(self, path: str, hid: int, prep: tuple, rows: _Batch) -> None:
+        _host, _run, tail, mounts, files, ops, _complete, gaps, task_source = prep
         pid = self.next_pid
         self.next_pid += 1
-        mounts = p.get("gfarm_mounts") or []
-        rows.procs.append((
-            pid, self.run_id, hid, p["pid"], p["ppid"], p["uid"], p["origin"], p["start_ns"], p["end_ns"],
-            p["exit_status"], p["ended_by"], p["signal"], p["parent_start_ns"], db_text(p.get("exe")),
-            json.dumps(p.get("argv", [])), db_text(p.get("cwd")), db_text(p.get("task")), db_text(p.get("stage")),
-            db_text(p.get("run")), json.dumps(mounts) if mounts else "[]", p["ops_traced"], p["ops_dropped"],
-            p["files_dropped"], p["munmaps"], int(p["trace_ops"]), db_text(p.get("shim_version")), db_text(path),
-            int(rec.complete), db_text(rec.error), *cpu_clock(p.get("cpu_clock")), *sched(p.get("sched")),
-            *call_wait(p.get("cpu_wait"))))
-        if p["files_dropped"] or p["ops_dropped"]:
+        rows.procs.append((pid, self.run_id, hid) + tail)
+        if tail[_FILES_DROPPED] or tail[_OPS_DROPPED]:
             d = rows.dropped
             d[0] += 1
-            d[1] += p["files_dropped"]
-            d[2] += p["ops_dropped"]
+            d[1] += tail[_FILES_DROPPED]
+            d[2] += tail[_OPS_DROPPED]
             d[3] = d[3] or path
-        files, fas, maxoff = self.files, rows.fas, rows.maxoff
-        for fid, flags, fpath, vals in rec.files:
-            file_id = files.get(fpath)
+        cache, fas, maxoff = self.files, rows.fas, rows.maxoff
+        for fid, flags, fpath, vals in files:
+            file_id = cache.get(fpath)
             if file_id is None:
                 file_id = self._file_id(fpath, mounts, rows)
-            row = (pid, fid, file_id, flags) + vals
-            fas.append(row)
-            if row[MAX_OFFSET] > maxoff.get(file_id, -1):
-                maxoff[file_id] = row[MAX_OFFSET]
-        for chunk, (count, data) in enumerate(rec.ops):
-            if not count:
-                continue
-            a = np.frombuffer(data, dtype=lf.OP_DTYPE)
-            first, last = int(a["start_ns"].min()), int((a["start_ns"] + a["dur_ns"]).max())
-            rows.ops.append((pid, chunk, count, first if first <= I64_MAX else None,
-                             last if last <= I64_MAX else None, data))
+            fas.append((pid, fid, file_id, flags) + vals)
+            m = vals[_VAL_MAX_OFFSET]
+            if m > maxoff.get(file_id, -1):
+                maxoff[file_id] = m
+        for chunk, count, first, last, data in ops:
+            rows.ops.append((pid, chunk, count, first, last, data))
             rows.n_ops += count
-        rows.gaps.extend((pid, fid, kind, detail) for kind, fid, detail in rec.gaps)
-        if rec.task_source:
-            rows.task_sources[rec.task_source] = rows.task_sources.get(rec.task_source, 0) + 1
+        if gaps:
+            rows.gaps.extend((pid, fid, kind, detail) for kind, fid, detail in gaps)
+        if task_source:
+            rows.task_sources[task_source] = rows.task_sources.get(task_source, 0) + 1
 
     def _file_id(self, fpath: str, mounts, rows: _Batch) -> int:
         """The id of a path not in the cache: the db's, else a new one (its row inserted with the batch)."""
