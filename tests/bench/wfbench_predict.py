@@ -1,8 +1,9 @@
 """Benchmark: WfCommons workflows (WfBench runs) on Gfarm, each size predicted from a traced run of the other.
 
-On a 4-host testbed, in one session: the envelopes (montage_example/demo.py's six quick sweeps, on 1, 2 and 4
-hosts); then per recipe (a wfcommons recipe's instance made runnable by WfBench, file sizes scaled by one factor
-per recipe so the largest size's files total --footprint-mb) and per host count: the small size run twice, the
+On a 4-host testbed, in one session: the envelopes (the workload's: its own file sizes in one call per file,
+WORKLOAD below; or montage_example/demo.py's six quick sweeps, --sweeps demo, pass 1's; on 1, 2 and 4 hosts);
+then per recipe (a wfcommons recipe's instance made runnable by WfBench, file sizes scaled by one factor per
+recipe so the largest size's files total --footprint-mb) and per host count: the small size run twice, the
 model of those two runs (`mtcprof model --size R1=s,R2=s`, one size) predicting the large size
 (`mtcpredict --at size=L hosts=H procs=2 --tasks-from graph`, the large folder's `rake -P`) before the large size
 runs; the large size run twice; their model predicting the small size (made after the small runs, which it does
@@ -16,8 +17,8 @@ sizes) is made for every target before any run of its recipe, and scored beside 
 envelopes only, then scored.)
 
     python tests/bench/wfbench_predict.py [--recipes blast,epigenomics,1000genome] [--sizes 50,200]
-                                          [--hosts 2,4] [--repeat 2] [--footprint-mb 100] [--keep DIR]
-                                          [--page FILE] [--score DIR]
+                                          [--hosts 2,4] [--repeat 2] [--footprint-mb 1000] [--keep DIR]
+                                          [--sweeps workload|demo] [--page FILE] [--score DIR]
 (--sizes applies to every recipe; a recipe whose smallest instance is larger (1000genome: 54 tasks) starts at
 its own minimum.  --score DIR: what a --keep DIR holds scored again, nothing run.)
 """
@@ -205,7 +206,8 @@ def main():
     p.add_argument("--sizes", default="50,200", help="two task counts asked of every recipe (default 50,200)")
     p.add_argument("--hosts", default="2,4", help="host counts (default 2,4)")
     p.add_argument("--repeat", type=int, default=2, help="runs of each configuration (default 2)")
-    p.add_argument("--footprint-mb", type=float, default=100, help="the largest size's files, MB (default 100)")
+    p.add_argument("--footprint-mb", type=float, default=1000, help="the largest size's files, MB (default 1000; "
+                   "pass 1: 100)")
     p.add_argument("--sweeps", choices=["workload", "demo"], default="workload",
                    help="the envelopes: workload = the pass's own file sizes in one call per file (default); "
                    "demo = montage_example/demo.py's quick sweeps (pass 1)")
@@ -239,7 +241,7 @@ def main():
     db = os.path.join(work, "mtc.db")
     hosts_list = [int(x) for x in a.hosts.split(",")]
     state = {"db": db, "targets": [], "started": time.strftime("%Y-%m-%d %H:%M:%S"), "argv": sys.argv[1:],
-             "factors": {}}
+             "factors": {}, "load": [os.getloadavg()[0]]}
     t0 = time.monotonic()
     plan = {}       # every recipe's folders first: the workload's sweeps are sized by all of them
     for recipe in a.recipes.split(","):
@@ -287,6 +289,8 @@ def main():
                                              "stage_counts": counts[n], "instance_alone": alone[(n, h)]})
                 with open(os.path.join(work, "state.json"), "w") as f:
                     json.dump(state, f, indent=1)
+    state.update(ended=time.strftime("%Y-%m-%d %H:%M:%S"), seconds=round(time.monotonic() - t0),
+                 load=state["load"] + [os.getloadavg()[0]])
     rows = score(work, state)
     if a.page:
         from wfbench_example import page
