@@ -32,9 +32,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from montage_example import bench  # noqa: E402
+from montage_example import bench, demo  # noqa: E402
 from wfbench_example import instance, prepare, run as wrun  # noqa: E402
-from montage_example import demo  # noqa: E402
 from scale_predict import finish_bench, measured, p90, save_score, sh  # noqa: E402  (the scale benchmark's helpers)
 from mtcio.envelope.sizes_from import sizes_from  # noqa: E402
 
