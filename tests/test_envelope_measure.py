@@ -381,7 +381,7 @@ def test_sizes_from_an_instance_in_one_call_per_file(testbed, tmp_path):
     df = load(db, "own")
     assert df["ok"].all() and len(df) == 12
     assert sorted(set(df["file_size"])) == [1, 1000, 1000000]
-    assert {c["block"] for c in df["config"]} == {1000000}
+    assert [c["block"] for c in df["config"]] == list(df["file_size"])     # each point's call: its whole file
     assert sorted({(m, s, c["bytes_per_op"]) for m, s, c in zip(df["metric"], df["file_size"], df["config"])
                    if m in ("TL", "T1L")}) == [(m, s, s) for m in ("T1L", "TL") for s in (1, 1000, 1000000)]
     meta = json.loads(sqlite3.connect(db).execute("SELECT meta FROM runs WHERE name = 'own'").fetchone()[0])
