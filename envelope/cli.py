@@ -3,6 +3,7 @@
 examples:
   mtcenvelope measure --db mtc.db --name bed4              # default sweep on the running testbed
   mtcenvelope measure --db mtc.db --sizes 1k,16m --procs 1,4 --repeat 2
+  mtcenvelope measure --db mtc.db --sizes-from instance.json --block whole   # the workload's own file sizes
   mtcenvelope measure --db mtc.db --hosts n1,n2 --launcher 'ssh {host}' --mount /gfarm
   mtcenvelope import ior-*.json mdtest-*.txt --db mtc.db --name site
   mtcenvelope list --db mtc.db
@@ -55,6 +56,13 @@ def _size(text: str) -> int:
     if not 1 <= n <= 1 << 30:
         raise argparse.ArgumentTypeError(f"expected 1 byte .. 1 GiB, got {text!r}")
     return n
+
+
+def _block(text: str):
+    return WHOLE if text == WHOLE else _size(text)
+
+
+WHOLE = "whole"
 
 
 def _ints(text: str) -> list[int]:
@@ -117,6 +125,12 @@ def parser() -> argparse.ArgumentParser:
                    help="numbers of hosts to sweep (the first N of --hosts); default all")
     m.add_argument("--sizes", type=_sizes, default=None, metavar="S,..",
                    help="file sizes (default 1k,128k,1m,16m)")
+    m.add_argument("--sizes-from", metavar="FILE,..",
+                   help="file sizes spanning a workload's own instead of --sizes: WfFormat instances (JSON) or "
+                   "workflow models (YAML), together; --size-points sizes evenly spaced in log scale from their "
+                   "smallest file to their largest, both included")
+    m.add_argument("--size-points", type=int, default=None, metavar="N",
+                   help="with --sizes-from: how many sizes (default 8)")
     m.add_argument("--procs", type=_ints, default=None, metavar="P,..",
                    help="processes per host (default 1,2,4,8)")
     m.add_argument("--repeat", type=int, default=3, help="repeats per point at least "
@@ -155,9 +169,11 @@ def parser() -> argparse.ArgumentParser:
                    help="leave the sweep's files in --workdir (to look at them; default: removed)")
     m.add_argument("--ops-per-proc", type=int, help="files per process and run (default: "
                    "enough for 2 MiB per process, 1..16)")
-    m.add_argument("--block", type=_size, default=1 << 20, metavar="SIZE",
+    m.add_argument("--block", type=_block, default=1 << 20, metavar="SIZE|whole",
                    help="bytes per read/write call (default 1m); a workflow writing in small calls "
-                   "(Montage: 2880-byte FITS blocks) can be measured at its own call size")
+                   "(Montage: 2880-byte FITS blocks) can be measured at its own call size; whole: every file "
+                   "in one call (the block is the sweep's largest size), as a program reading and writing "
+                   "each file with one read(2) and one write(2)")
     m.add_argument("--creates-per-proc", type=int, default=16, help="Tm creates per process "
                    "(default 16)")
     m.add_argument("--timeout", type=float, default=60.0, help="seconds per engine run before "
@@ -329,6 +345,18 @@ def cmd_measure(a) -> int:
         raise ValueError(f"--wait-quiet: expected 0..86400 s, got {a.wait_quiet}")
     if a.wait_quiet and not a.look:
         raise ValueError("--wait-quiet needs --look > 0")
+    if a.sizes_from and a.sizes:
+        raise ValueError("--sizes and --sizes-from: give one")
+    if a.size_points is not None and not a.sizes_from:
+        raise ValueError("--size-points needs --sizes-from")
+    if a.sizes_from:
+        from .sizes_from import DEFAULT_POINTS, sizes_from
+        a.sizes = sizes_from([x for x in a.sizes_from.split(",") if x],
+                             DEFAULT_POINTS if a.size_points is None else a.size_points)
+    if a.block == WHOLE:
+        a.block = max(a.sizes or SW.DEFAULT_SIZES)
+        if a.block > 1 << 30:
+            raise ValueError(f"--block whole: the largest size, {a.block} bytes, is above 1 GiB")
     sweep = SW.Sweep(sizes=a.sizes or list(SW.DEFAULT_SIZES),
                     procs=a.procs or list(SW.DEFAULT_PROCS), repeat=a.repeat,
                     max_repeat=a.max_repeat, precision=a.precision,

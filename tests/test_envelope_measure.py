@@ -365,6 +365,29 @@ def test_block_sets_the_bytes_per_call(testbed, tmp_path):
     assert cp.returncode == 2 and "--block: expected 1 byte .. 1 GiB, got '0'" in cp.stderr
 
 
+def test_sizes_from_an_instance_in_one_call_per_file(testbed, tmp_path):
+    """--sizes-from: the sweep spans the instance's file sizes (1 byte .. 1 MB, 3 points); --block whole: every
+    file in one call, the block the largest size."""
+    inst = tmp_path / "w.json"
+    inst.write_text(json.dumps({"name": "w", "schemaVersion": "1.5", "workflow": {"specification": {
+        "tasks": [{"name": "a", "id": "a", "parents": [], "children": [], "inputFiles": ["f0"],
+                   "outputFiles": ["f1", "f2"]}],
+        "files": [{"id": "f0", "sizeInBytes": 1}, {"id": "f1", "sizeInBytes": 0},
+                  {"id": "f2", "sizeInBytes": 1000000}]}}}))
+    db = tmp_path / "w.db"
+    measure("--db", db, "--name", "own", "--metrics", "TL,BL,T1L,B1L", "--sizes-from", inst, "--size-points", "3",
+            "--block", "whole", "--procs", "1", "--host-counts", "1", "--repeat", "1", "--precision", "0",
+            "--ops-per-proc", "1", "--quiet")
+    df = load(db, "own")
+    assert df["ok"].all() and len(df) == 12
+    assert sorted(set(df["file_size"])) == [1, 1000, 1000000]
+    assert [c["block"] for c in df["config"]] == list(df["file_size"])     # each point's call: its whole file
+    assert sorted({(m, s, c["bytes_per_op"]) for m, s, c in zip(df["metric"], df["file_size"], df["config"])
+                   if m in ("TL", "T1L")}) == [(m, s, s) for m in ("T1L", "TL") for s in (1, 1000, 1000000)]
+    meta = json.loads(sqlite3.connect(db).execute("SELECT meta FROM runs WHERE name = 'own'").fetchone()[0])
+    assert meta["block"] == 1000000
+
+
 def test_append_adds_repeats_to_a_run_and_is_needed_to_reuse_its_name(testbed, tmp_path):
     """Measuring before and after a workflow into one envelope (--append) continues the repeat numbers, so the
     predictor's mean covers both sweeps; the same name without --append is refused and stores nothing."""

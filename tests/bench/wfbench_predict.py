@@ -1,8 +1,9 @@
 """Benchmark: WfCommons workflows (WfBench runs) on Gfarm, each size predicted from a traced run of the other.
 
-On a 4-host testbed, in one session: the envelopes (montage_example/demo.py's six quick sweeps, on 1, 2 and 4
-hosts); then per recipe (a wfcommons recipe's instance made runnable by WfBench, file sizes scaled by one factor
-per recipe so the largest size's files total --footprint-mb) and per host count: the small size run twice, the
+On a 4-host testbed, in one session: the envelopes (the workload's: its own file sizes in one call per file,
+WORKLOAD below; or montage_example/demo.py's six quick sweeps, --sweeps demo, pass 1's; on 1, 2 and 4 hosts);
+then per recipe (a wfcommons recipe's instance made runnable by WfBench, file sizes scaled by one factor per
+recipe so the largest size's files total --footprint-mb) and per host count: the small size run twice, the
 model of those two runs (`mtcprof model --size R1=s,R2=s`, one size) predicting the large size
 (`mtcpredict --at size=L hosts=H procs=2 --tasks-from graph`, the large folder's `rake -P`) before the large size
 runs; the large size run twice; their model predicting the small size (made after the small runs, which it does
@@ -16,8 +17,8 @@ sizes) is made for every target before any run of its recipe, and scored beside 
 envelopes only, then scored.)
 
     python tests/bench/wfbench_predict.py [--recipes blast,epigenomics,1000genome] [--sizes 50,200]
-                                          [--hosts 2,4] [--repeat 2] [--footprint-mb 100] [--keep DIR]
-                                          [--page FILE] [--score DIR]
+                                          [--hosts 2,4] [--repeat 2] [--footprint-mb 1000] [--keep DIR]
+                                          [--sweeps workload|demo] [--page FILE] [--score DIR]
 (--sizes applies to every recipe; a recipe whose smallest instance is larger (1000genome: 54 tasks) starts at
 its own minimum.  --score DIR: what a --keep DIR holds scored again, nothing run.)
 """
@@ -31,13 +32,52 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from montage_example import bench  # noqa: E402
+from montage_example import bench, demo  # noqa: E402
 from wfbench_example import instance, prepare, run as wrun  # noqa: E402
-from scale_predict import envelope_args, finish_bench, measured, p90, save_score, sh, sweep  # noqa: E402  (the scale benchmark's helpers)
+from scale_predict import finish_bench, measured, p90, save_score, sh  # noqa: E402  (the scale benchmark's helpers)
+from mtcio.envelope.sizes_from import sizes_from  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 SLOTS = 2
 MIN_TASKS = {"1000genome": 60, "genome": 60}    # the recipes' smallest instances (54 tasks: 60 asked)
+# The workload's sweeps (pass 2, docs/experiments/wfbench-predict-rule.md): the pass's own file sizes (every
+# instance it runs, 1 byte to the largest file, 8 sizes in log scale) and one call per file (--block whole), as
+# wfbench reads and writes each file; the kinds of the demo's quick sweeps the refined model uses with such
+# calls: cold reads (main), warm reads, 16 files per process (first_op; the sizes up to 1 MiB), beside one
+# computing process per host (cpu_load). One repeat per point, as the demo's.
+WORKLOAD = ("wfb", "wfb-warm", "wfb-many", "wfb-hogs1")
+MANY_MAX = 1 << 20
+
+
+def workload_sweeps(instances, host_counts):
+    """(envelope name, `mtcenvelope measure` options) of the workload's sweeps, sized by these instance files."""
+    quick = ["--procs", "1,2", "--host-counts", host_counts, "--repeat", "1", "--precision", "0", "--time-budget",
+             "0", "--ops-per-proc", "1"]
+    sizes = sizes_from(instances)
+    own = ["--sizes-from", ",".join(instances), "--block", "whole", *quick]
+    small = ",".join(str(x) for x in sizes if x <= MANY_MAX)
+    many = ["--sizes", small, "--block", str(max(sizes)), *quick[:-2], "--ops-per-proc", "16"]
+    return [(WORKLOAD[0], own), (WORKLOAD[1], [*own, "--drop-caches", "off", "--metrics", demo.READS]),
+            (WORKLOAD[2], [*many, "--metrics", "TL,BL," + demo.READS]),
+            (WORKLOAD[3], [*own, "--metrics", "TL,BL,T1L,B1L", "--hogs-per-host", "1"])]
+
+
+def sweeps_of(kind, instances, host_counts):
+    return workload_sweeps(instances, host_counts) if kind == "workload" else demo.sweeps(host_counts)
+
+
+def sweep(db, sweeps):
+    for name, opts in sweeps:
+        t = time.monotonic()
+        sh(os.path.join(BIN, "mtcenvelope"), "measure", "--db", db, "--name", name, *opts, "--quiet")
+        print(f"envelope {name}: {time.monotonic() - t:.0f} s", flush=True)
+
+
+ENVELOPES = [name for name, _ in demo.sweeps()]     # the envelopes predictions use (main sets it per pass)
+
+
+def envelope_args(db):
+    return [x for name in ENVELOPES for x in ("--envelope", f"{db}:{name}")]
 
 
 def folders(work, recipe, sizes, footprint_mb, seed):
@@ -165,7 +205,11 @@ def main():
     p.add_argument("--sizes", default="50,200", help="two task counts asked of every recipe (default 50,200)")
     p.add_argument("--hosts", default="2,4", help="host counts (default 2,4)")
     p.add_argument("--repeat", type=int, default=2, help="runs of each configuration (default 2)")
-    p.add_argument("--footprint-mb", type=float, default=100, help="the largest size's files, MB (default 100)")
+    p.add_argument("--footprint-mb", type=float, default=1000, help="the largest size's files, MB (default 1000; "
+                   "pass 1: 100)")
+    p.add_argument("--sweeps", choices=["workload", "demo"], default="workload",
+                   help="the envelopes: workload = the pass's own file sizes in one call per file (default); "
+                   "demo = montage_example/demo.py's quick sweeps (pass 1)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", help="keep the db, predictions and runs here")
     p.add_argument("--page", help="write the result page here (HTML)")
@@ -173,8 +217,10 @@ def main():
     p.add_argument("--instance-alone", action="store_true",
                    help="with --score: make the (a) predictions of a kept folder now (no testbed needed)")
     a = p.parse_args()
+    global ENVELOPES
     if a.score:
         state = json.load(open(os.path.join(a.score, "state.json")))
+        ENVELOPES = state.get("envelopes", ENVELOPES)
         if a.instance_alone:
             for tgt in state["targets"]:
                 src = os.path.join(a.score, f"{tgt['recipe']}{tgt['size']}")
@@ -194,17 +240,23 @@ def main():
     db = os.path.join(work, "mtc.db")
     hosts_list = [int(x) for x in a.hosts.split(",")]
     state = {"db": db, "targets": [], "started": time.strftime("%Y-%m-%d %H:%M:%S"), "argv": sys.argv[1:],
-             "factors": {}}
+             "factors": {}, "load": [os.getloadavg()[0]]}
     t0 = time.monotonic()
+    plan = {}       # every recipe's folders first: the workload's sweeps are sized by all of them
+    for recipe in a.recipes.split(","):
+        lo = MIN_TASKS.get(recipe, 0)
+        sizes = sorted({max(lo, int(x)) for x in a.sizes.split(",")})
+        if len(sizes) != 2:
+            raise SystemExit(f"--sizes must give two sizes, got {sizes} for {recipe}")
+        src, state["factors"][recipe] = folders(work, recipe, sizes, a.footprint_mb, a.seed)
+        plan[recipe] = (sizes, src)
+    insts = [os.path.join(d, "instance.json") for _, src in plan.values() for d in src.values()]
+    sweeps = sweeps_of(a.sweeps, insts, ",".join(str(h) for h in sorted({1, *hosts_list})))
+    ENVELOPES = state["envelopes"] = [name for name, _ in sweeps]
+    state["sweeps"] = sweeps
     with bench.testbed_session(4, ["--tcp-nodelay"]) as bed:
-        sweep(db, ",".join(str(h) for h in sorted({1, *hosts_list})))
-        for recipe in a.recipes.split(","):
-            lo = MIN_TASKS.get(recipe, 0)
-            sizes = sorted({max(lo, int(x)) for x in a.sizes.split(",")})
-            if len(sizes) != 2:
-                raise SystemExit(f"--sizes must give two sizes, got {sizes} for {recipe}")
-            src, factor = folders(work, recipe, sizes, a.footprint_mb, a.seed)
-            state["factors"][recipe] = factor
+        sweep(db, sweeps)
+        for recipe, (sizes, src) in plan.items():
             graphs = {n: graph(work, src[n]) for n in sizes}
             counts = {n: instance.load(os.path.join(src[n], "instance.json")).stage_counts() for n in sizes}
             alone = {(n, h): predict_instance(work, db, src[n], h, f"{recipe}{n}x{h}-instance")
@@ -236,6 +288,8 @@ def main():
                                              "stage_counts": counts[n], "instance_alone": alone[(n, h)]})
                 with open(os.path.join(work, "state.json"), "w") as f:
                     json.dump(state, f, indent=1)
+    state.update(ended=time.strftime("%Y-%m-%d %H:%M:%S"), seconds=round(time.monotonic() - t0),
+                 load=state["load"] + [os.getloadavg()[0]])
     rows = score(work, state)
     if a.page:
         from wfbench_example import page
