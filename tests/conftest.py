@@ -94,6 +94,21 @@ def testbed(bed_manager):
     return bed_manager.ensure()
 
 
+@pytest.fixture(scope="module")
+def sshd_bed(bed_manager):
+    """`mtcbed up --nodes 4 --sshd` (an sshd per host, for Pwrake) for one module; the shared testbed comes back for
+    the next user."""
+    from montage_example import run as mrun
+    from mtcio.preload.testing import LIB, ensure_built
+    if not os.path.exists(LIB):
+        ensure_built()
+    bed_manager.release()
+    r = subprocess.run(MTCBED + ["up", "--nodes", "4", "--sshd"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    yield mrun.Bed.current()
+    bed_manager.release()
+
+
 @pytest.fixture
 def bare_machine(bed_manager):
     """No testbed up, before and after the test."""

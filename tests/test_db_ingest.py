@@ -319,6 +319,18 @@ done
 """
 
 
+def ingest_with_replicas(tmp_path, logs, table_text):
+    """ingest LOGS into tmp_path/x.db, gfwhere answered by a fake from TABLE_TEXT's "PATH HOST..." lines; the db."""
+    table = tmp_path / "table"
+    table.write_text(table_text)
+    fake = tmp_path / "gfwhere"
+    fake.write_text(FAKE_GFWHERE % table)
+    fake.chmod(0o755)
+    db = tmp_path / "x.db"
+    ing.ingest(str(db), str(logs), gfwhere_cmd=[str(fake)], warn=quiet)
+    return db
+
+
 def test_gfarm_paths_and_locality_with_fake_gfwhere(tmp_path):
     """Mount mapping and locality arithmetic (the real gfwhere on a real Gfarm: tests/test_db_testbed.py)."""
     # a process whose gfarm_mounts says /tmp/.../mnt is a gfarm2fs mount: fake it by editing nothing -- instead use
@@ -361,13 +373,7 @@ def test_read_locality_and_write_placement_from_replica_hosts(tmp_path):
                   **env).returncode == 0
     assert traced(logs, sh(f"cat {mnt}/a > /dev/null; printf 12345 > {mnt}/c"), "t2", "S", "R",
                   MTCPROF_HOST="h2", **env).returncode == 0
-    table = tmp_path / "table"
-    table.write_text("/a h1\n/b h2 h3\n/c h2\n")
-    fake = tmp_path / "gfwhere"
-    fake.write_text(FAKE_GFWHERE % table)
-    fake.chmod(0o755)
-    db = tmp_path / "x.db"
-    ing.ingest(str(db), str(logs), gfwhere_cmd=[str(fake)], warn=quiet)
+    db = ingest_with_replicas(tmp_path, logs, "/a h1\n/b h2 h3\n/c h2\n")
     c = sqlite3.connect(db)
     got = {r[0]: r[1:] for r in c.execute(
         "SELECT name, bytes_read_local, bytes_read_remote, files_read_local, files_read_remote, bytes_read_unknown, "

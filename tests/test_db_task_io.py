@@ -3,12 +3,11 @@ for the others give what the per-task Python sums give, on real shim logs with G
 import os
 import sqlite3
 
-from mtcio.db import ingest as ing
 from mtcio.db import ingest_tasks
 from mtcio.db import store
 
-from helpers.tracing import quiet, traced
-from test_db_ingest import FAKE_GFWHERE
+from helpers.tracing import traced
+from test_db_ingest import ingest_with_replicas
 
 COLS = ", ".join(ingest_tasks._TASK_IO_COLS)
 
@@ -26,13 +25,7 @@ def test_streamed_task_io_equals_the_sums_task_by_task(tmp_path):
             (["sh", "-c", f"cat {mnt}/b > /dev/null; printf 12345 > {mnt}/c"], "several", "h2")]
     for argv, task, host in runs:
         assert traced(logs, argv, task, "S", "R", MTCPROF_HOST=host, **env).returncode == 0
-    table = tmp_path / "table"
-    table.write_text("/a h1\n/b h2 h3\n/c h2\n")
-    fake = tmp_path / "gfwhere"
-    fake.write_text(FAKE_GFWHERE % table)
-    fake.chmod(0o755)
-    db = tmp_path / "x.db"
-    ing.ingest(str(db), str(logs), gfwhere_cmd=[str(fake)], warn=quiet)
+    db = ingest_with_replicas(tmp_path, logs, "/a h1\n/b h2 h3\n/c h2\n")
     c = sqlite3.connect(db)
     got = {r[0]: r[1:] for r in c.execute(f"SELECT name, n_processes, {COLS} FROM tasks")}
     c.close()

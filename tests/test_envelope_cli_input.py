@@ -8,7 +8,7 @@ import pytest
 
 from mtcio import __version__
 from mtcio.db import store as dbstore
-from mtcio.envelope import cli as envcli
+from helpers.cli import run_envelope
 from mtcio.envelope.export import load
 from mtcio.envelope.points import Point
 
@@ -20,15 +20,7 @@ MDTEST = FIX / "mdtest" / "mdtest-gfarm-n200-np4.txt"         # creates only: no
 FIO_READ = FIX / "fio" / "fio-read-1m-nj2.json"
 
 
-def run(capsys, *argv):
-    """(exit code, stdout, stderr) of mtcenvelope ARGV, argparse's exits included."""
-    try:
-        rc = envcli.main([str(a) for a in argv])
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return rc, out, err
+run = run_envelope
 
 
 def one_line(err: str) -> str:

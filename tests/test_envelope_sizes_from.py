@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from mtcio.envelope import cli as envcli
+from helpers.cli import run_envelope
 from mtcio.envelope.sizes_from import SizesFromError, sizes_from, span
 
 MTCPROF = [sys.executable, "-c", "import sys; from mtcio.cli import mtcprof; sys.exit(mtcprof())"]
@@ -51,12 +51,7 @@ def test_sizes_of_an_instance_and_of_its_model(tmp_path):
 
 
 def run(capsys, *argv):
-    try:
-        rc = envcli.main([str(a) for a in argv])
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
+    rc, out, err = run_envelope(capsys, *argv)
     return rc, out, err.splitlines()
 
 

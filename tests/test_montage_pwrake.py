@@ -6,7 +6,6 @@ exists (Pwrake is not part of mtcio)."""
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 
 import numpy as np
@@ -14,9 +13,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from montage_example import prepare, run as mrun, sky  # noqa: E402
-from mtcio.preload.testing import LIB, ensure_built  # noqa: E402
 
-MTCBED = [sys.executable, "-m", "mtcio.testbed.cli"]
 pytestmark = [pytest.mark.testbed,
               pytest.mark.skipif(mrun.pwrake_command() is None,
                                  reason="Pwrake not available: set PWRAKE_SRC to a masa16/pwrake checkout "
@@ -28,17 +25,6 @@ COUNTS = {"mImgtbl-raw": 1, "mMakeHdr": 1, "mProjectPP": 4, "mImgtbl-proj": 1, "
           "mFitplane": 6, "concatFit": 1, "mBgModel": 1, "mBackground": 4, "mImgtbl-corr": 1, "mAdd": 1, "mShrink": 1,
           "mViewer": 1}
 
-
-@pytest.fixture(scope="module")
-def sshd_bed(bed_manager):
-    """`mtcbed up --nodes 4 --sshd` for this module; the shared testbed comes back for the next user."""
-    if not os.path.exists(LIB):
-        ensure_built()
-    bed_manager.release()
-    r = subprocess.run(MTCBED + ["up", "--nodes", "4", "--sshd"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    yield mrun.Bed.current()
-    bed_manager.release()
 
 
 def test_tiny_mosaic_under_pwrake_gfarm_mode(sshd_bed, tmp_path):

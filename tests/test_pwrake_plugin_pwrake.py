@@ -16,7 +16,7 @@ import tempfile
 import pytest
 
 from mtcio import pwrake_plugin
-from mtcio.preload.testing import LIB, ensure_built
+from mtcio.preload.testing import LIB
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "pwrake")
 MTCPROF = os.path.join(os.path.dirname(sys.executable), "mtcprof")
@@ -48,17 +48,6 @@ def on(host, *argv, **kw):
 def where(host, path):
     return on(host, "gfwhere", path).stdout.split()
 
-
-@pytest.fixture(scope="module")
-def sshd_bed(bed_manager):
-    """`mtcbed up --nodes 4 --sshd` for this module; the shared testbed comes back for the next user."""
-    if not os.path.exists(LIB):
-        ensure_built()
-    bed_manager.release()
-    r = bed("up", "--nodes", "4", "--sshd", check=False)
-    assert r.returncode == 0, r.stderr
-    yield [f"mtc-node{k}" for k in range(1, 5)]
-    bed_manager.release()
 
 
 def run_pwrake(host, cwd, work, *extra, compat=True, plugin=True, timeout=300):
@@ -152,7 +141,7 @@ def test_pwrake_plain_mode_and_the_ruby3_deadlock(sshd_bed, tmp_path):
     each stored once on its exec_host.  Without the compatibility file Pwrake 2.3.1 does not get through this
     fan-out: it stops with Ruby's fiber deadlock, or (Ruby 3.1.2 on 2026-11-29) hangs before any task; with it the
     same workflow runs."""
-    hosts = sshd_bed
+    hosts = sshd_bed.hosts
     work = tempfile.mkdtemp(prefix="mtcpwr.")
     try:
         wf = os.path.join(work, "wf")
@@ -202,7 +191,7 @@ def test_pwrake_task_ends_once_its_outputs_are_closed_on_gfarm(sshd_bed, tmp_pat
     pinned to the other host than the one before (HANDOFF_HOSTS, Pwrake's allow=), 40 tasks each reading the
     2 MB output of the one before on the host that did not write it and failing on a short input, passes under
     Pwrake with the plugin (no guard of the plugin's), each task on its pinned host."""
-    hosts = sshd_bed[:2]
+    hosts = sshd_bed.hosts[:2]
     top = f"/pwho-{os.getpid()}"
     work = tempfile.mkdtemp(prefix="mtcpwr.")
     master = f"/mnt/mtcbed/{hosts[0]}{top}"

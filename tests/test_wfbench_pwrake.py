@@ -7,36 +7,24 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from montage_example import run as mrun  # noqa: E402
-from mtcio.preload.testing import LIB, ensure_built  # noqa: E402
+
+from helpers.wfbench import check_run_matches_instance  # noqa: E402
 
 pytest.importorskip("wfcommons")
 from wfbench_example import instance, prepare, run as wrun  # noqa: E402
 
-MTCBED = [sys.executable, "-m", "mtcio.testbed.cli"]
 pytestmark = [pytest.mark.testbed,
               pytest.mark.skipif(mrun.pwrake_command() is None,
                                  reason="Pwrake not available: set PWRAKE_SRC to a masa16/pwrake checkout "
                                         "or put pwrake on PATH"),
               pytest.mark.skipif(shutil.which("stress-ng") is None, reason="needs stress-ng")]
 
-
-@pytest.fixture(scope="module")
-def sshd_bed(bed_manager):
-    """`mtcbed up --nodes 4 --sshd` for this module; the shared testbed comes back for the next user."""
-    if not os.path.exists(LIB):
-        ensure_built()
-    bed_manager.release()
-    r = subprocess.run(MTCBED + ["up", "--nodes", "4", "--sshd"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    yield mrun.Bed.current()
-    bed_manager.release()
 
 
 def test_tiny_wfbench_under_pwrake_bytes_equal_instance(sshd_bed, tmp_path):
@@ -58,21 +46,8 @@ def test_tiny_wfbench_under_pwrake_bytes_equal_instance(sshd_bed, tmp_path):
                 assert os.path.getsize(os.path.join(m0, f)) == size, f
     finally:
         bed.exec(hosts[0], ["rm", "-rf", bed.mounts[hosts[0]] + top], check=False)
+    rows = check_run_matches_instance(db, "tinypw", spec, inst, hosts)
     con = sqlite3.connect(db)
-    rows = con.execute("SELECT t.name, t.stage, t.exit_status, t.bytes_read, t.bytes_written, h.name FROM tasks t "
-                       "JOIN runs r ON r.id = t.run_id JOIN hosts h ON h.id = t.host_id WHERE r.name = 'tinypw'"
-                       ).fetchall()
     pw = dict(con.execute("SELECT name, exec_host FROM pwrake_tasks WHERE has_action = 1"))
     con.close()
-    names = [r[0] for r in rows]
-    expected = {(next(iter(t["outputs"])) if t["outputs"] else t["id"]): t for t in spec["tasks"]}
-    assert sorted(names) == sorted(expected)          # every task once, nothing else
     assert {r[0]: r[5] for r in rows} == pw           # on Pwrake's exec_host
-    sizes = {os.path.basename(k): v for t in spec["tasks"] for k, v in t["outputs"].items()}
-    sizes.update({f: inst.sizes[f] for f in inst.inputs()})
-    for name, stage, status, read, written, host in rows:
-        t = expected[name]
-        assert stage == t["stage"] and status == 0 and host in hosts, (name, stage, status, host)
-        assert read == sum(sizes[os.path.basename(f)] for f in t["inputs"]), name
-        assert written == sum(t["outputs"].values()), name
-    assert sum(r[3] for r in rows) == sum(inst.sizes[f] for t in inst.tasks for f in t.inputs)

@@ -5,13 +5,14 @@ and wrote on Gfarm equal the instance's file sizes (its input files' sizes, its 
 import json
 import os
 import shutil
-import sqlite3
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from montage_example import run as mrun  # noqa: E402
+
+from helpers.wfbench import check_run_matches_instance  # noqa: E402
 
 pytest.importorskip("wfcommons")
 from wfbench_example import instance, prepare, run as wrun  # noqa: E402
@@ -46,19 +47,4 @@ def test_tiny_wfbench_traced_bytes_equal_instance(testbed, tiny, tmp_path):
                 assert os.path.getsize(os.path.join(m0, f)) == size, f
     finally:
         testbed.exec(hosts[0], ["rm", "-rf", testbed.mount(hosts[0]) + top], check=False)
-    con = sqlite3.connect(db)
-    rows = con.execute("SELECT t.name, t.stage, t.exit_status, t.bytes_read, t.bytes_written, h.name FROM tasks t "
-                       "JOIN runs r ON r.id = t.run_id JOIN hosts h ON h.id = t.host_id WHERE r.name = 'tiny'"
-                       ).fetchall()
-    con.close()
-    names = [r[0] for r in rows]
-    expected = {(next(iter(t["outputs"])) if t["outputs"] else t["id"]): t for t in spec["tasks"]}
-    assert sorted(names) == sorted(expected)          # every task once, nothing else
-    sizes = {os.path.basename(k): v for t in spec["tasks"] for k, v in t["outputs"].items()}
-    sizes.update({f: inst.sizes[f] for f in inst.inputs()})
-    for name, stage, status, read, written, host in rows:
-        t = expected[name]
-        assert stage == t["stage"] and status == 0 and host in hosts, (name, stage, status, host)
-        assert read == sum(sizes[os.path.basename(f)] for f in t["inputs"]), name
-        assert written == sum(t["outputs"].values()), name
-    assert sum(r[3] for r in rows) == sum(inst.sizes[f] for t in inst.tasks for f in t.inputs)
+    check_run_matches_instance(db, "tiny", spec, inst, hosts)

@@ -20,3 +20,15 @@ def run_model(argv, capsys):
 def predict(*args, **kw):
     return subprocess.run([sys.executable, "-c", "import sys; from mtcio.cli import mtcpredict; sys.exit(mtcpredict())",
                            *map(str, args)], capture_output=True, text=True, **kw)
+
+
+def run_envelope(capsys, *argv):
+    """(exit code, stdout, stderr) of mtcenvelope ARGV in process, argparse's exits included; never a traceback."""
+    from mtcio.envelope import cli as envcli
+    try:
+        rc = envcli.main([str(a) for a in argv])
+    except SystemExit as e:
+        rc = e.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return rc, out, err
