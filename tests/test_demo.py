@@ -3,6 +3,7 @@ preset's skies (4 and 9 tiles traced, 16 predicted before it runs, then run twic
 under rake, the page, the testbed down after. ~4 minutes, most of it the envelope sweep."""
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -115,9 +116,12 @@ def test_demo_end_to_end(bare_machine, tmp_path):
     assert {k: entry[k] for k in ("preset", "small", "large", "hosts", "slots", "launcher", "stages")} == {
         "preset": "tiny", "small": [4, 9], "large": 16, "hosts": 4, "slots": 2, "launcher": "rake with placement",
         "stages": 14}
-    assert f"per-stage |error| median {entry['median']:.0f} %, p90 {entry['p90']:.0f} % over 14 stages" in summary
-    assert f"error {entry['whole_pct']:+.0f} %, the runs' spread {entry['whole_spread_pct']:.0f} %" in summary
-    assert entry["median"] == round(entry["median"], 1) and len(entry["walls_s"]) == 2
+    # the entry holds the summary's figures to 0.1 (the summary prints them whole)
+    said = re.search(r"per-stage \|error\| median (\d+) %, p90 (\d+) % over 14 stages", summary).groups()
+    whole = re.search(r"error ([+-]\d+) %, the runs' spread (\d+) %", summary).groups()
+    for key, text in zip(("median", "p90", "whole_pct", "whole_spread_pct"), said + whole):
+        assert entry[key] == round(entry[key], 1) and abs(entry[key] - int(text)) <= 0.55, (key, entry[key], text)
+    assert len(entry["walls_s"]) == 2
     assert f"the demo's figures written into {res}" in r.stdout
 
 
