@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from mtcio.cpus import usable_cpus
 from mtcio.db import darshan_log, prefetch, store
 from mtcio.db import logformat as lf
 from mtcio.db.ingest_decode import Decoder, DecoderDied, decode
@@ -172,7 +173,7 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
     created = not os.path.exists(db)
     conn = store.connect(db)
     decoder = ahead = None
-    if read_ahead and len(paths) >= DECODER_MIN_LOGS and _cpus() >= 2:
+    if read_ahead and len(paths) >= DECODER_MIN_LOGS and usable_cpus() >= 2:
         decoder = Decoder(max_log_bytes)
     elif read_ahead:
         ahead = prefetch.Prefetch(max_log_bytes)
@@ -229,13 +230,6 @@ def _ingest(db, logdir, paths, read_one, run, strict, gfwhere_cmd, progress, war
         if created and (not res.runs or not res.committed):
             _remove_db(db)
     return res
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _remove_db(db: str) -> None:

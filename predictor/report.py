@@ -9,6 +9,7 @@ import io
 import json
 import os
 
+from mtcio.cpus import usable_cpus
 from mtcio.db.store import readable, write_private   # 0600 whatever the umask, replaced atomically
 from mtcio.units import fmt_bytes, fmt_interval, fmt_pct, fmt_rate, fmt_s
 
@@ -57,16 +58,12 @@ def _draw(plt, out, draws, keys) -> dict:
     return names
 
 
-def cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def draw_figures(plt, out, plan, procs=None) -> dict:
     """{section: (file name, PNG base64)} of every figure of `plan` (figures.plan), in page order, written in
     `out`.  With two CPUs a forked child draws about half of them (drawing is most of `--out`'s time); if it
     fails, this process draws its share again, so a child's trouble costs time, never a figure."""
     draws = dict(plan)
-    mine, theirs = split(list(draws)) if (procs or cpus()) >= 2 and hasattr(os, "fork") else (list(draws), [])
+    mine, theirs = split(list(draws)) if (procs or usable_cpus()) >= 2 and hasattr(os, "fork") else (list(draws), [])
     pid = None
     if theirs:
         r, w = os.pipe()
