@@ -58,11 +58,11 @@ def _size(text: str) -> int:
     return n
 
 
+WHOLE = "whole"        # --block whole: one call per file
+
+
 def _block(text: str):
     return WHOLE if text == WHOLE else _size(text)
-
-
-WHOLE = "whole"
 
 
 def _ints(text: str) -> list[int]:
