@@ -43,21 +43,18 @@ static void wb_str(struct shim_process *p, uint32_t key, const char *s, size_t n
     wb_put(p, s, n);
     wb_pad(p, n);
 }
-/* STR exe: /proc/self/exe read straight into the buffer (no page of its own to touch) */
+/* STR exe: /proc/self/exe read straight into the buffer, where wb_str would copy it to (no page of its own to
+ * touch); the room checked first keeps the record, padding included, short of the buffer's end */
 static void wb_exe(struct shim_process *p)
 {
-    if (LOG_BUF_BYTES - p->w.len < 16 + PATH_MAX) wb_flush(p);
-    char *r = p->w.buf + p->w.len;
-    long n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", r + 16, PATH_MAX);
+    if (LOG_BUF_BYTES - p->w.len < 16 + PATH_MAX + 8) wb_flush(p);
+    long n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", p->w.buf + p->w.len + 16, PATH_MAX);
     if (n <= 0) return;
-    uint16_t th[2] = {R_STR, 0};
-    uint32_t len = (uint32_t)((8 + (size_t)n + 7) & ~(size_t)7), kv[2] = {S_EXE, (uint32_t)n};
-    memcpy(r, th, 4);
-    memcpy(r + 4, &len, 4);
-    memcpy(r + 8, kv, 8);
-    memset(r + 16 + n, 0, len - 8 - (size_t)n);
-    p->w.len += 8 + len;
-    p->w.nrec++;
+    wb_rec(p, R_STR, (uint32_t)((8 + (size_t)n + 7) & ~(size_t)7));
+    uint32_t kv[2] = {S_EXE, (uint32_t)n};
+    wb_put(p, kv, 8);
+    p->w.len += (size_t)n;                      /* the path, already in place */
+    wb_pad(p, (size_t)n);
 }
 static inline uint64_t tick_ns(const struct shim_process *p, uint64_t t)
 {
