@@ -258,8 +258,30 @@ def _range_text(sc) -> str:
     return f"{lo:g}" if lo == hi else f"{lo:g} to {hi:g}"
 
 
-def _sum(terms, at: dict, size: float) -> float:
-    return sum(evaluate(t, size if t["driver"] == "size" else at.get(t["driver"], 0.0)) for t in terms)
+def _sum(terms, at: dict, size: float, share: dict | None = None) -> float:
+    """The terms' sum at this size; a gathered term whose source is in `share` ({source: (listed, fitted)} files
+    per task) times listed / fitted."""
+    total = 0.0
+    for t in terms:
+        v = evaluate(t, size if t["driver"] == "size" else at.get(t["driver"], 0.0))
+        if share and t["driver"] != "size" and t["source"] in share:
+            listed, fitted = share[t["source"]]
+            v *= listed / fitted
+        total += v
+    return total
+
+
+def _listed_share(fields: dict, listed: dict, at: dict, size: float) -> dict:
+    """{source: (files per task the graph lists, files per task the gathered fits give)} for the sources of a
+    stage's gathered read parts the graph lists."""
+    out = {}
+    for source, n in listed.items():
+        terms = [t for k in ("read.files", "shared.files_per_task") for t in fields.get(k, ())
+                 if t["source"] == source and t["driver"] != "size"]
+        fitted = _sum(terms, at, size)
+        if terms and fitted > 0:
+            out[source] = (n, fitted)
+    return out
 
 
 def _at_reference(terms, i: int) -> float:
@@ -343,10 +365,13 @@ def io_concurrency(i0: float | None, q0: int | None, q: int) -> float | None:
 
 
 def instantiate(wf, size: float, hosts: int | None = None, procs: int | None = None,
-                graph: dict | None = None) -> tuple[list, list[str]]:
+                graph: dict | None = None, reads: dict | None = None) -> tuple[list, list[str]]:
     """The stages of `wf` (a model with a scaling section) at `size` on `hosts` hosts with `procs` tasks at once
     per host, and the notes to show: what was assumed, extrapolated, or taken from the graph. `graph`: exact
-    counts ("tasks:STAGE", "input:SHAPE") from the target's task graph."""
+    counts ("tasks:STAGE", "input:SHAPE") from the target's task graph; `reads`: the files its tasks list per
+    stage and source (db/taskgraph.reads_of), which set a gathered part's files per task where the stage's task
+    count is not the traced one (a gather done by one task traced, by several in the target: each reads its
+    share, not the whole)."""
     import copy
 
     from mtcio.db.workflow_model import Measured, StageEnvelope
@@ -385,7 +410,11 @@ def instantiate(wf, size: float, hosts: int | None = None, procs: int | None = N
             continue
         fl = spec["fields"]
         n = max(1, int(round(at.get("tasks:" + ref.name, ref.tasks))))
-        val = {k: _sum(v, at, size) for k, v in fl.items()}
+        share = _listed_share(fl, (reads or {}).get(ref.name, {}), at, size) if n != ref.tasks else {}
+        for source, (listed, fitted) in sorted(share.items()):
+            notes.append(f"{ref.name}: a task reads {listed:.3g} files of {source} as the graph lists them (the fit "
+                         f"of the traced gather: {fitted:.3g}), its {n} tasks sharing them")
+        val = {k: _sum(v, at, size, share if k in READ_PARTS else None) for k, v in fl.items()}
         was = {k: _at_reference(v, ri) for k, v in fl.items()}
         g = lambda k: val.get(k, 0.0)        # noqa: E731
         w = lambda k: was.get(k, 0.0)        # noqa: E731

@@ -11,7 +11,12 @@ The format (Rake's --prereqs): one line `APP TASK` per task, then one indented l
 
 A task's stage is the traced stage whose tasks' names have its name's shape (digits masked: `proj/t#.fits`);
 tasks of no traced stage (`default`) are left out and counted. A prerequisite no task produces is a workflow
-input, counted by its shape as the traced inputs are.
+input, counted by its shape as the traced inputs are. An entry whose one prerequisite is a task of its own name
+shape is that task's other output (Rake's `file OUT => TASK`, a file the task's action also writes), not a task:
+a task is counted once however many files it writes (a chain of same-shape tasks with one prerequisite each would
+be miscounted by this rule; no workflow here has one).
+
+    reads, notes = reads_of(parse(text), scaling)     # per stage and source: the files a task reads, as listed
 """
 from __future__ import annotations
 
@@ -65,16 +70,30 @@ def parse(text: str, where: str = "<graph>") -> dict:
     return graph
 
 
-def counts_of(graph: dict, sc: dict) -> tuple[dict, list[str]]:
-    """The counts a scaling section fits ("tasks:STAGE", "input:SHAPE"), exactly as the graph has them, and notes:
-    tasks of no traced stage, traced stages the graph lacks."""
+def other_outputs(graph: dict) -> dict:
+    """{other output: the task that writes it}: entries whose one prerequisite is a task of their own name shape."""
+    return {t: pre[0] for t, pre in graph.items()
+            if len(pre) == 1 and pre[0] in graph and name_shape(pre[0]) == name_shape(t)}
+
+
+def _stages_by_shape(sc: dict) -> dict:
     by_shape = {}
     for stage, spec in sc["stages"].items():
         for shape in spec["task_names"]:
             by_shape.setdefault(shape, stage)
+    return by_shape
+
+
+def counts_of(graph: dict, sc: dict) -> tuple[dict, list[str]]:
+    """The counts a scaling section fits ("tasks:STAGE", "input:SHAPE"), exactly as the graph has them, and notes:
+    tasks of no traced stage, traced stages the graph lacks, other outputs not counted as tasks."""
+    by_shape = _stages_by_shape(sc)
+    outputs = other_outputs(graph)
     counts: dict = {}
     other = []
     for task in graph:
+        if task in outputs:
+            continue
         stage = by_shape.get(name_shape(task))
         if stage is None:
             other.append(task)
@@ -91,4 +110,29 @@ def counts_of(graph: dict, sc: dict) -> tuple[dict, list[str]]:
     if other:
         notes.append(f"graph: {len(other)} task{'s' if len(other) > 1 else ''} of no traced stage left out "
                      f"({', '.join(sorted(other)[:3])}{' ...' if len(other) > 3 else ''})")
+    if outputs:
+        notes.append(f"graph: {len(outputs)} entr{'ies' if len(outputs) > 1 else 'y'} with one prerequisite of "
+                     f"their own shape taken as that task's other output{'s' if len(outputs) > 1 else ''}, "
+                     f"not as tasks ({', '.join(sorted(outputs)[:2])}{' ...' if len(outputs) > 2 else ''})")
     return counts, notes
+
+
+def reads_of(graph: dict, sc: dict) -> dict:
+    """{stage: {source: files a task of it lists, mean over its tasks}}, the sources as db/scaling names them:
+    the stage of the task that writes the file, or INPUT + the name shape of a workflow input."""
+    by_shape = _stages_by_shape(sc)
+    outputs = other_outputs(graph)
+    sums: dict = {}
+    tasks: dict = {}
+    for task, pre in graph.items():
+        stage = None if task in outputs else by_shape.get(name_shape(task))
+        if stage is None:
+            continue
+        tasks[stage] = tasks.get(stage, 0) + 1
+        mine = sums.setdefault(stage, {})
+        for p in pre:
+            maker = outputs.get(p, p)
+            source = by_shape.get(name_shape(maker)) if maker in graph else INPUT + name_shape(p)
+            if source is not None:
+                mine[source] = mine.get(source, 0) + 1
+    return {st: {src: n / tasks[st] for src, n in srcs.items()} for st, srcs in sums.items()}

@@ -369,10 +369,12 @@ def _instantiate(wf, scaled, at_items, tasks_from, force):
     base, _, hosts, procs = scaled
     size, hosts, procs = at["size"], at.get("hosts", hosts), at.get("procs", procs)
     scaling.check_range(base.scaling, size, force)
-    graph, notes = None, []
+    graph, reads, notes = None, None, []
     if tasks_from:
-        graph, notes = taskgraph.counts_of(taskgraph.read(tasks_from), base.scaling)
-    stages, more = scaling.instantiate(base, size, hosts, procs, graph)
+        listing = taskgraph.read(tasks_from)
+        graph, notes = taskgraph.counts_of(listing, base.scaling)
+        reads = taskgraph.reads_of(listing, base.scaling)
+    stages, more = scaling.instantiate(base, size, hosts, procs, graph, reads)
     name = f"{base.run or 'model'} at size={size:g} hosts={hosts} procs={procs}"
     out = Workflow(stages=stages, run=None, source={"scaled_from": base.run, "at": name},
                    envelope=base.envelope)

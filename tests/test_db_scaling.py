@@ -61,6 +61,31 @@ def test_name_shapes_and_the_graph():
         taskgraph.counts_of({"other": []}, sc)
 
 
+
+def test_other_outputs_and_the_files_each_task_lists():
+    # a_#: one task each writing two files (the second Rake's `file OUT => TASK`); m_#: a gather done by two tasks,
+    # the second also reading the first's output (three prerequisites: a task, not an output)
+    g = taskgraph.parse("rake a_1_out_1\n    in_1\nrake a_1_out_2\n    a_1_out_1\nrake a_2_out_3\n    in_2\n"
+                        "rake a_2_out_4\n    a_2_out_3\nrake m_3_out_5\n    a_1_out_1\n    a_1_out_2\n"
+                        "rake m_4_out_6\n    a_2_out_3\n    a_2_out_4\n    m_3_out_5\n")
+    sc = {"stages": {"a": {"task_names": ["a_#_out_#"]}, "m": {"task_names": ["m_#_out_#"]}}}
+    counts, notes = taskgraph.counts_of(g, sc)
+    assert counts == {"tasks:a": 2, "tasks:m": 2, "input:in_#": 2}
+    assert notes == ["graph: 2 entries with one prerequisite of their own shape taken as that task's other "
+                     "outputs, not as tasks (a_1_out_2, a_2_out_4)"]
+    assert taskgraph.reads_of(g, sc) == {"a": {"input:in_#": 1.0}, "m": {"a": 2.0, "m": 0.5}}
+    # the gather traced in one task reading all 2 files of a (200 bytes); the target's a has 8 tasks: the fit
+    # gives a task 8 files, the graph lists 2 each, so its files and bytes of a are a quarter of the fit's
+    fields = {"read.files": [{"source": "a", "driver": "tasks:a", **scaling.fit_values([2], [2], "proportional")},
+                             {"source": "input:c#", "driver": "size", **scaling.fit_values([4], [3])}],
+              "read.bytes": [{"source": "a", "driver": "tasks:a", **scaling.fit_values([2], [200], "proportional")}]}
+    at = {"tasks:a": 8}
+    share = scaling._listed_share(fields, {"a": 2.0, "m": 0.5}, at, 16)
+    assert share == {"a": (2.0, 8.0)}
+    assert scaling._sum(fields["read.files"], at, 16, share) == pytest.approx(2 + 3)
+    assert scaling._sum(fields["read.bytes"], at, 16, share) == pytest.approx(200)
+    assert scaling._sum(fields["read.bytes"], at, 16) == pytest.approx(800)
+
 def mtcprof(*args):
     return subprocess.run([os.path.join(BIN, "mtcprof"), *args], capture_output=True, text=True)
 
