@@ -208,7 +208,8 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
      * and exe, then the tables */
     const size_t parts[] = {STRINGS_BYTES + 64 + LOG_BUF_BYTES + 3 * PATH_MAX, sizeof(struct frec) * FREC_MAX,
                             sizeof(struct fcold) * 2 * FREC_MAX, sizeof(uint32_t) * NBUCKETS, PATHS_BYTES,
-                            sizeof(struct ofd) * OFD_MAX, NBUCKETS / 8, sizeof(struct ofd *) * FD_MAX};
+                            sizeof(struct ofd) * OFD_MAX, NBUCKETS / 8, sizeof(struct ofd *) * FD_MAX,
+                            GF_SLOT_BYTES * GF_SLOTS};
     size_t total = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) total += (parts[i] + 4095) & ~(size_t)4095;
     char *mem0 = arena(total), *mem = mem0;
@@ -223,7 +224,8 @@ __attribute__((constructor(101))) static void mtc_init(int argc, char **argv, ch
     t->paths = mem; mem += (parts[4] + 4095) & ~(size_t)4095;
     t->ofds = (struct ofd *)mem; mem += (parts[5] + 4095) & ~(size_t)4095;
     t->bkt_used = (uint64_t *)mem; mem += (parts[6] + 4095) & ~(size_t)4095;
-    t->fdtab = (struct ofd **)mem;
+    t->fdtab = (struct ofd **)mem; mem += (parts[7] + 4095) & ~(size_t)4095;
+    shim.gf_slots = mem;
 
     id->argv = bump;
     snapshot_argv(id, argc, argv);

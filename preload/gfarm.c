@@ -10,7 +10,11 @@ typedef uint32_t gfarm_mode_t;
 #define GFARM_FILE_CREATE 0x200
 #define GFARM_FILE_EXCLUSIVE 0x800
 struct gfslot { GFS_File key; struct ofd *o; };
-static struct gfslot g_gf[GF_SLOTS];
+/* the handle table lives in the shim's memory reservation (shim.gf_slots, GF_SLOTS slots), not in .bss: 64 KiB of
+ * .bss past the data page costs every process that loads the shim one more mapping (an mmap and a split of the
+ * library's reserved range); the wrappers reach it only while tracing, after the reservation is made */
+_Static_assert(sizeof(struct gfslot) == GF_SLOT_BYTES, "shim.h reserves GF_SLOT_BYTES per gfarm handle slot");
+#define g_gf ((struct gfslot *)shim.gf_slots)
 #define GF_TOMB ((GFS_File)1)
 static unsigned gf_hash(GFS_File g) { return (unsigned)(((uintptr_t)g >> 4) * 2654435761u) & (GF_SLOTS - 1); }
 static struct ofd *gf_get(GFS_File g)

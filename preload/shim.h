@@ -66,6 +66,7 @@
 #define OFD_MAX (1 << 16)
 #define PATHS_BYTES (16u << 20)
 #define GF_SLOTS 4096
+#define GF_SLOT_BYTES 16              /* gfarm.c: struct gfslot */
 #define MAX_PREFIX 32
 #define ARGV_MAX_BYTES 32768
 
@@ -126,9 +127,10 @@ struct ofd {                          /* one open file description (shared by du
  *                                                                 shim_site and how the image ended (shim_end)
  *     core.c       start, fork, signals, real symbols             defines `shim`
  *     posix.c, stdio.c, gfarm.c   the wrappers                     `shim` ("the wrappers' view" below)
- * Outside it: per-thread values (TLS), each wrapper's resolved real symbol (real_<name>, the wrapper's own cache),
- * the program's main (core.c, set before the shim starts, traced or not) and gfarm.c's handle table (used by no other
- * module; 64 KiB of zeros that stay untouched in a process that never calls libgfarm). */
+ * Outside it: per-thread values (TLS), each wrapper's resolved real symbol (real_<name>, the wrapper's own cache) and
+ * the program's main (core.c, set before the shim starts, traced or not).  gfarm.c's handle table (used by no other
+ * module) is in the reservation, reached through gf_slots: 64 KiB that stay untouched in a process that never calls
+ * libgfarm. */
 
 /* the environment's options, as read at start (strings in the packed area, see core.c: mtc_init) */
 struct shim_opts {
@@ -245,6 +247,8 @@ struct shim_process {
     struct shim_warn warn;
     struct shim_site site;
     struct shim_writer w;
+    void *gf_slots;                   /* gfarm.c's handle table (GF_SLOTS), in the reservation: untouched unless the
+                                       * program calls libgfarm */
 };
 /* per thread, so outside the struct */
 extern TLS uint64_t t_cw0, t_cw;       /* the thread's run-queue wait at its call's start; the call's wait */
