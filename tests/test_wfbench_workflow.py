@@ -39,6 +39,23 @@ def test_plain_rake_writes_instance_sizes(blast, tmp_path):
     prepare.prepare(src, inst)
     graph = subprocess.run(["rake", "-P"], cwd=src, capture_output=True, text=True, check=True).stdout
     assert graph.count("\nrake ") + graph.startswith("rake ") == sum(len(t.outputs) for t in inst.tasks) + 1
+    # what --tasks-from reads of it: each task once (its other outputs are Rake's `file OUT => TASK`), and the
+    # files each task lists per source stage as the instance has them
+    from mtcio.db import scaling, taskgraph
+    g = taskgraph.parse(graph)
+    sc = {"stages": {}}
+    for t in inst.tasks:
+        sc["stages"].setdefault(t.stage, {"task_names": []})["task_names"].append(scaling.name_shape(t.outputs[0]))
+    counts, _ = taskgraph.counts_of(g, sc)
+    assert {k[6:]: v for k, v in counts.items() if k.startswith("tasks:")} == inst.stage_counts()
+    writer = {f: t.stage for t in inst.tasks for f in t.outputs}
+    cat = next(t for t in inst.tasks if t.stage == "cat")
+    listed = {}
+    for f in cat.inputs:        # the pruned tasks' outputs are the workflow's inputs, in raw/
+        source = writer.get(f) or taskgraph.INPUT + scaling.name_shape("raw/" + f)
+        listed[source] = listed.get(source, 0) + 1
+    assert taskgraph.reads_of(g, sc)["cat"] == listed
+    assert listed["blastall"] == sum(len(t.outputs) for t in inst.tasks if t.stage == "blastall") == 6
     env = {k: v for k, v in os.environ.items() if not k.startswith("MTCPROF_")}
     r = subprocess.run(["rake", "-m", "-j", "2"], cwd=src, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-500:]
