@@ -270,7 +270,8 @@ def main():
                         run = f"{recipe}{n}x{h}r{r}"
                         wall = wrun.run_once(bed, src[n], bed.hosts[:h], run=run, db=db, slots=SLOTS)
                         runs[n].append(run)
-                        print(f"ran {run}: wall {wall:.1f} s", flush=True)
+                        state.setdefault("run_load", {})[run] = round(os.getloadavg()[0], 2)
+                        print(f"ran {run}: wall {wall:.1f} s, load {state['run_load'][run]:.1f}", flush=True)
                     if n == small:      # the large size predicted from the small before it runs
                         mod = model_of(work, db, runs[small], small, f"{recipe}{small}x{h}")
                         ahead = predict(work, db, mod, large, h, graphs[large], f"{recipe}{large}x{h}-from{small}")
