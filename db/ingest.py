@@ -28,7 +28,7 @@ from mtcio.db.ingest_logs import find_logs, untrusted_folders
 from mtcio.db.ingest_read import LogRows
 from mtcio.db.ingest_replicas import default_gfwhere_cmd, fill_replicas
 from mtcio.db.ingest_tasks import build_tasks, fill_task_io
-from mtcio.db.ingest_writer import RunWriter, fill_sizes, prepare
+from mtcio.db.ingest_writer import RunWriter, build_indexes, defer_indexes, fill_sizes, prepare
 from mtcio.db.store import db_text, readable
 
 CACHE_KIB = -131072        # SQLite page cache while ingesting (negative: KiB)
@@ -247,6 +247,7 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
     that belong to other runs."""
     cur_run = labels.get(pending[0])
     later, writer, stored = [], None, []     # stored: warnings kept with this run
+    deferred: list = []                     # indexes dropped while the run is written, built after it
     n_warn0 = len(res.details)
     if own_transaction:
         conn.execute("BEGIN IMMEDIATE")
@@ -284,6 +285,8 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
             if writer is None:
                 rid = store.get_or_create_run(conn, cur_run, "trace", {"log_dir": os.path.abspath(logdir)})
                 writer = RunWriter(conn, rid)
+                if len(pending) >= DECODER_MIN_LOGS:
+                    deferred = defer_indexes(conn)
             writer.add(path, log)
             if path in log_warning:
                 stored.append(log_warning[path])
@@ -302,6 +305,8 @@ def _ingest_one_run(conn, pending, labels, read, log_warning, warn_, res, run, d
                       f"times are missing from the run's numbers (e.g. {readable(example)})", example, None)
             if writer.added:
                 counts["tasks"] = build_tasks(conn, writer.run_id)
+            build_indexes(conn, deferred)       # before fill_sizes: a replaced process makes it read file_access
+            if writer.added:
                 fill_sizes(conn, writer.run_id, writer)
             fill_replicas(conn, writer.run_id, gfwhere_cmd, warn_)
             fill_task_io(conn, writer.run_id)

@@ -277,6 +277,29 @@ _INSERT_PROC = f"INSERT INTO processes ({', '.join(PROC_COLS)}) VALUES ({', '.jo
 _INSERT_FA = f"INSERT INTO file_access ({', '.join(FA_COLS)}) VALUES ({', '.join('?' * len(FA_COLS))})"
 
 
+# Indexes no step of ingest reads while it writes a run and builds its tasks: built once after them (one sort) instead
+# of row by row (a random B-tree insert per file record, the file ids being in no order; an index entry moved per
+# process when build_tasks sets its task), when the table has no rows yet, so the build sorts only the run's own.
+DEFERRED_INDEXES = (("file_access_file", "file_access"), ("processes_task", "processes"))
+
+
+def defer_indexes(conn) -> list:
+    """Drop the DEFERRED_INDEXES of still empty tables, inside the caller's transaction (a rollback brings them back);
+    returns their CREATE statements for build_indexes."""
+    out = []
+    for name, table in DEFERRED_INDEXES:
+        row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)).fetchone()
+        if row is not None and conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None:
+            conn.execute(f"DROP INDEX {name}")
+            out.append(row[0])
+    return out
+
+
+def build_indexes(conn, deferred: list) -> None:
+    for sql in deferred:
+        conn.execute(sql)
+
+
 SIZE_BATCH = 10000
 
 
