@@ -49,7 +49,9 @@ _LEN = struct.Struct("<Q")
 
 def _dumps(answer: list) -> bytes:
     """An answer's bytes: marshal's (it writes decoded rows, tuples of ints and strings, in ~0.6 of pickle's time,
-    the decoder's main cost after decoding), pickle's for an object marshal does not take."""
+    the decoder's main cost after decoding), pickle's for an object marshal does not take.  marshal would write a
+    numpy scalar or array (any buffer) as bytes: decoded rows hold only None, bool, int, float, str, bytes, tuples
+    and lists (tests/test_db_ingest_decoder.py compares them with the rows decoded in process)."""
     try:
         return b"m" + marshal.dumps(answer)
     except ValueError:
