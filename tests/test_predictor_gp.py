@@ -30,10 +30,12 @@ def test_shipped_fit_is_scikit_learns(key):
     means = _grids()[key]
     fresh = gp.fit_sklearn(means)
     kept = gp.regression(means)
+    # within a relative 1e-6: the optimiser's last digits move between scipy and scikit-learn releases (~5e-8
+    # with 1.17 / 1.9); a fit of other data or another kernel moves far more
     for name in ("x_train", "alpha", "chol", "length_scale"):
-        np.testing.assert_allclose(getattr(kept, name), getattr(fresh, name), rtol=1e-9, atol=0)
+        np.testing.assert_allclose(getattr(kept, name), getattr(fresh, name), rtol=1e-6, atol=0)
     for name in ("constant", "noise", "y_mean", "y_std"):
-        assert getattr(kept, name) == pytest.approx(getattr(fresh, name), rel=1e-9)
+        assert getattr(kept, name) == pytest.approx(getattr(fresh, name), rel=1e-6)
 
 
 def test_answers_as_scikit_learn():

@@ -16,7 +16,9 @@ from dataclasses import fields
 from mtcio.db.workflow_model import Dist, Measured, Metadata, Read, Shared, Stage, StageEnvelope, Write
 from mtcio.predictor.surface import EnvelopeSurface
 
-REL = 1e-9
+# a relative 1e-6: a GP fitted afresh (the scale fixture's envelopes) moves in its 8th digit between scipy and
+# scikit-learn releases (1.17 / 1.9: ~1e-7); any change of the model's own moves far more
+REL = 1e-6
 # a surface's measurement conditions beside its points (predictor/cli.py sets them from the envelope's meta)
 SURFACE_ATTRS = ("cell_rate", "block", "cold", "ops_per_proc", "hogs", "gap_us", "young")
 ROW_KEYS = ("metric", "file_size", "hosts", "procs_per_host", "value", "ok", "repeat", "config")
