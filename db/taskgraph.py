@@ -14,9 +14,9 @@ tasks of no traced stage (`default`) are left out and counted. A prerequisite no
 input, counted by its shape as the traced inputs are. An entry whose one prerequisite is a task of its own name
 shape is that task's other output (Rake's `file OUT => TASK`, a file the task's action also writes), not a task:
 a task is counted once however many files it writes (a chain of same-shape tasks with one prerequisite each would
-be miscounted by this rule; no workflow here has one).
+be miscounted by this rule; none of the project's workflows has one).
 
-    reads, notes = reads_of(parse(text), scaling)     # per stage and source: the files a task reads, as listed
+    reads = reads_of(parse(text), scaling)            # per stage and source: the files a task lists, on average
 """
 from __future__ import annotations
 
