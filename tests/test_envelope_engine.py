@@ -327,7 +327,9 @@ def test_compute_ms_spins_before_the_first_op_only(exe, tmp_path):
     assert r.meta["compute_ms"] == "300" and len(r.records) == 6 and all(x.ok and x.bytes == 4096 for x in r.records)
     go = int(r.summary["t_go_ns"])
     for rank in (0, 1):
-        assert runnable[rank] >= 300_000_000, runnable      # spinning from the go: never asleep
+        # spinning from the go: never asleep (a sleep leaves a few ms); schedstat's sums trail the wall clock by
+        # what the scheduler has not yet accounted (0.4 ms seen on a loaded machine), hence 295
+        assert runnable[rank] >= 295_000_000, runnable
         recs = sorted((x for x in r.records if x.rank == rank), key=lambda x: x.i)
         assert go + 300_000_000 <= recs[0].t_start_ns <= seen and recs[0].t_end_ns >= wrote
         # no spin before the later ops: one would take 300 ms of wall time, a busy machine or not
