@@ -9,9 +9,9 @@ about half of ingest's work, SQLite's inserts the other half; this process does 
 
 The worker is `python -m mtcio.db.ingest_decode MAX_LOG_BYTES BIG CHUNK_BYTES` (not multiprocessing: no re-import
 of the caller's main module, nothing inherited).  Protocol on its stdin/stdout: the parent writes a job (8-byte
-little-endian length + a pickled list of paths), the worker answers with 8-byte length + a pickled list of decode()
-results, marshalled (pickled when marshal cannot take them: a tag byte says which) (None: a log over BIG bytes, or past CHUNK_BYTES in its job, which the parent decodes itself when its turn
-comes).  A job's logs are read by READERS threads as soon as it comes, while the job before is decoded.  Bounded: at
+little-endian length + a pickled list of paths), the worker answers with 8-byte length + the list of decode()
+results, marshalled (pickled when marshal cannot take them: a tag byte says which) (None: a log over BIG bytes, or
+past CHUNK_BYTES in its job, which the parent decodes itself when its turn comes).  A job's logs are read by READERS threads as soon as it comes, while the job before is decoded.  Bounded: at
 most WINDOW jobs of CHUNK logs are in flight, so no more than WINDOW x CHUNK_BYTES (+ one big log) is held.
 
 The worker reads through logformat.read_bytes like ingest itself (regular files only, no symlink followed, at most

@@ -61,7 +61,6 @@ def test_name_shapes_and_the_graph():
         taskgraph.counts_of({"other": []}, sc)
 
 
-
 def test_other_outputs_and_the_files_each_task_lists():
     # a_#: one task each writing two files (the second Rake's `file OUT => TASK`); m_#: a gather done by two tasks,
     # the second also reading the first's output (three prerequisites: a task, not an output)
@@ -85,6 +84,7 @@ def test_other_outputs_and_the_files_each_task_lists():
     assert scaling._sum(fields["read.files"], at, 16, share) == pytest.approx(2 + 3)
     assert scaling._sum(fields["read.bytes"], at, 16, share) == pytest.approx(200)
     assert scaling._sum(fields["read.bytes"], at, 16) == pytest.approx(800)
+
 
 def mtcprof(*args):
     return subprocess.run([os.path.join(BIN, "mtcprof"), *args], capture_output=True, text=True)

@@ -2,7 +2,8 @@
 docs/experiments/ablation.md): every stage
 and envelope of the predictor's tests, the shipped Montage model with the shipped envelope, and the scale
 fixture's two traced runs with their envelopes; faithful, default refined, the tests' own refinement sets and the
-default less each refinement. Values within a relative 1e-6 (tests/helpers/golden.py: REL); notes, bounds and look-up sources exactly.
+default less each refinement. Values within a relative 1e-6 (tests/helpers/golden.py: REL); notes, bounds and
+look-up sources exactly.
 The values are in tests/fixtures/predictor/golden.json.gz (tests/helpers/golden_capture.py wrote them)."""
 import os
 
