@@ -3,10 +3,10 @@ SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
 APT_PKGS := gfmd gfsd gfarm-client libgfarm-dev gfarm2fs montage ruby rake sqlite3 iproute2 attr fuse3 \
-            build-essential pkg-config python3-venv openssh-server openssh-client postgresql util-linux procps fio stress-ng \
+            build-essential pkg-config python3-venv python3-dev openssh-server openssh-client postgresql util-linux procps fio stress-ng \
             chromium
 # C parts: each folder with a Makefile builds into its own build/.
-C_DIRS := $(wildcard preload envelope/engine)
+C_DIRS := $(wildcard preload envelope/engine db)
 
 .PHONY: setup packages venv cbuild test demo bench bench-wfbench clean
 setup: packages venv cbuild
@@ -29,7 +29,7 @@ $(VENV)/.stamp: pyproject.toml
 venv: $(VENV)/.stamp
 
 cbuild:
-	@for d in $(C_DIRS); do if [ -f $$d/Makefile ]; then $(MAKE) -s -C $$d || exit 1; fi; done
+	@for d in $(C_DIRS); do if [ -f $$d/Makefile ]; then $(MAKE) -s -C $$d PYTHON=$(CURDIR)/$(PY) || exit 1; fi; done
 
 # pytest exits 5 when it collected nothing: an empty suite must not pass.
 test: setup

@@ -84,13 +84,11 @@ def read_piece(paths: list, max_log_bytes: int, big: int, most: int) -> list:
     out, held = [], 0
     for path in paths:
         try:
-            size = os.lstat(path).st_size
-            if size > big or held + size > most:
-                out.append(None)
-                continue
-            buf = lf.read_bytes(path, max_log_bytes)
+            buf = lf.read_bytes(path, max_log_bytes, most=min(big, most - held))
             held += len(buf)
             out.append(prefetch._given(buf))
+        except lf.NotNow:
+            out.append(None)
         except Exception as e:          # noqa: BLE001 -- raised again by load(), where read_log names it
             out.append(prefetch._raising(e))
     return out

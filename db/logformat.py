@@ -105,12 +105,19 @@ class NotALogFile(OSError):
     """A path that is not a regular file of bounded size (symlink, FIFO, device, folder, too large): not read."""
 
 
-def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES) -> bytes:
+class NotNow(Exception):
+    """read_bytes(..., most=): the file is larger than most bytes; it was not opened."""
+
+
+def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES, most: int | None = None) -> bytes:
     """The whole content of a log file, read safely: regular files only (a symlink, FIFO or device named *.mtclog
     is neither opened nor followed: O_NOFOLLOW, O_NONBLOCK, fstat S_ISREG) and at most max_bytes.  A file whose
     first bytes are not a log's magic gives only its header's bytes (which the reader then rejects): a large
-    file that happens to be named *.mtclog is never read into memory."""
+    file that happens to be named *.mtclog is never read into memory.  most: a regular file larger than this
+    raises NotNow before it is opened (the read-ahead threads leave it to be read in its turn)."""
     st = os.lstat(path)
+    if most is not None and st.st_size > most and stat.S_ISREG(st.st_mode):
+        raise NotNow()
     if not stat.S_ISREG(st.st_mode):
         raise NotALogFile(errno.EINVAL, "not a regular file (%s)" % _kind(st.st_mode), os.fspath(path))
     try:

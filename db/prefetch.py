@@ -12,7 +12,6 @@ when its turn comes, so no more than WINDOW x CHUNK_BYTES (+ one big log) is hel
 """
 from __future__ import annotations
 
-import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -62,13 +61,11 @@ class Prefetch:
         out, held = [], 0
         for path in chunk:
             try:
-                size = os.lstat(path).st_size
-                if size > BIG or held + size > CHUNK_BYTES:
-                    out.append(None)            # read by load() in its turn
-                    continue
-                buf = lf.read_bytes(path, self.max_log_bytes)
+                buf = lf.read_bytes(path, self.max_log_bytes, most=min(BIG, CHUNK_BYTES - held))
                 held += len(buf)
                 out.append(_given(buf))
+            except lf.NotNow:
+                out.append(None)            # read by load() in its turn
             except Exception as e:             # noqa: BLE001 -- raised again by load(), where ingest names it
                 out.append(_raising(e))
         return out

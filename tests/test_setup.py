@@ -48,6 +48,7 @@ def test_a_non_editable_install_traces_and_has_the_engine(tmp_path):
     assert (pkg / "preload/build/libmtcprof.so").is_file()
     assert (pkg / "db/wfformat-schema.json").is_file()       # the WfFormat commands read it offline
     assert os.access(pkg / "envelope/engine/build/mtcengine", os.X_OK)
+    assert (pkg / ("db/build/fastlog_c" + sysconfig.get_config_var("EXT_SUFFIX"))).is_file()
     # what a user runs: the installed scripts, nothing from the source tree
     logs = tmp_path / "logs"
     r = subprocess.run([str(venv / "bin/mtcprof"), "run", "--dir", str(logs), "--", "cat", "/etc/hostname"],
@@ -57,7 +58,9 @@ def test_a_non_editable_install_traces_and_has_the_engine(tmp_path):
     r = subprocess.run([str(venv / "bin/mtcprof"), "dump", "--no-ops", str(log)], capture_output=True, text=True)
     assert r.returncode == 0 and '"path":"/etc/hostname"' in r.stdout and str(ROOT) not in r.stdout
     r = subprocess.run([str(venv / "bin/python"), "-c", "from mtcio.envelope import engine; from mtcio.preload "
-                        "import lib_path; print(engine.build()); print(lib_path())"],
+                        "import lib_path; from mtcio.db import fastlog; print(engine.build()); print(lib_path()); "
+                        "print(fastlog._C is not None)"],
                        capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == [str(pkg / "envelope/engine/build/mtcengine"), str(pkg / "preload/build/libmtcprof.so")]
+    assert r.stdout.split() == [str(pkg / "envelope/engine/build/mtcengine"), str(pkg / "preload/build/libmtcprof.so"),
+                                "True"]
