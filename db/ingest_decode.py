@@ -39,9 +39,11 @@ from mtcio.db.ingest_read import read_log
 from mtcio.db.ingest_writer import prepare
 
 CHUNK = 256             # logs per job
-WINDOW = 8              # jobs in flight
+# jobs in flight: more logs than the writer's batch (ingest_writer.BATCH), so the worker still has logs to decode
+# while the parent inserts a batch (8 jobs, fewer than a batch, left both processes waiting for each other)
+WINDOW = 24
 BIG = 1 << 20           # a log larger than this is decoded by the parent in its turn
-CHUNK_BYTES = 8 << 20   # bytes of logs one job decodes at most
+CHUNK_BYTES = 4 << 20   # bytes of logs one job decodes at most (WINDOW x CHUNK_BYTES: 96 MiB held at most)
 PIECE = 32              # logs one reading thread reads at a time
 READERS = 2             # the worker's reading threads
 _LEN = struct.Struct("<Q")
