@@ -9,9 +9,37 @@ HOT void rec_stdio(struct ofd *o, int wr, int64_t bytes, uint64_t t0, uint64_t t
     int64_t off = bytes >= 0 && o->pos >= 0 ? POS_ADVANCE(&o->pos, bytes) : -1;
     rec_io(TAB, o->f, wr, off, bytes, t0, t1, OF_STDIO, err);
 }
-#define STDIO_BODY(TYPE, FP, WR, CALL, BYTES_EXPR)                                                             \
+/* glibc's stream flags (libio.h, not installed; part of its ABI: getc_unlocked and putc_unlocked are macros on them) */
+#define IO_UNBUFFERED 0x0002
+#define IO_LINE_BUF 0x0200
+#define IO_CURRENTLY_PUTTING 0x0800
+/* A call of n bytes that the stream's buffer serves alone makes no system call: writing, a fully buffered stream in
+ * put mode with room for more than n bytes (glibc copies them and flushes nothing); reading, n > 0 bytes already in
+ * the buffer.  Such a call is counted with no time, without reading the clock: its time is a copy, not I/O (the
+ * flush or refill that does the I/O is timed as any call).  In the op trace such a call is an op of time 0. */
+static inline int put_served(const FILE *fp, size_t n)
+{
+    return (fp->_flags & (IO_UNBUFFERED | IO_LINE_BUF | IO_CURRENTLY_PUTTING)) == IO_CURRENTLY_PUTTING &&
+           fp->_IO_write_ptr && (size_t)(fp->_IO_write_end - fp->_IO_write_ptr) > n;
+}
+static inline int get_served(const FILE *fp, size_t n)
+{
+    return !(fp->_flags & IO_CURRENTLY_PUTTING) && n && fp->_IO_read_ptr &&
+           (size_t)(fp->_IO_read_end - fp->_IO_read_ptr) >= n;
+}
+#define SERVED(FP, WR, N) ((WR) ? put_served(FP, N) : get_served(FP, N))
+/* BUFFERED: the call's byte count known before it (a size_t expression), or 0 when it is not (always timed) */
+#define STDIO_BODY_B(TYPE, FP, WR, CALL, BYTES_EXPR, BUFFERED)                                                 \
     struct ofd *o;                                                                                             \
     if (!shim.on || !(o = fp_ofd(FP))) return CALL;                                                            \
+    if ((BUFFERED) != 0 && SERVED(FP, WR, BUFFERED)) {                                                         \
+        TYPE r = CALL;                                                                                         \
+        SAVE_ERRNO;                                                                                            \
+        uint64_t t = UNLIKELY(shim.tab.trace) ? NOW() : 0;     /* an op's start */                             \
+        rec_stdio(o, WR, (int64_t)(BYTES_EXPR), t, t, saved_errno_);                                           \
+        RESTORE_ERRNO;                                                                                         \
+        return r;                                                                                              \
+    }                                                                                                          \
     uint64_t t0 = CALL_START();                                                                                \
     TYPE r = CALL;                                                                                             \
     uint64_t t1 = CALL_END();                                                                                  \
@@ -19,6 +47,7 @@ HOT void rec_stdio(struct ofd *o, int wr, int64_t bytes, uint64_t t0, uint64_t t
     rec_stdio(o, WR, (int64_t)(BYTES_EXPR), t0, t1, saved_errno_);                                             \
     RESTORE_ERRNO;                                                                                             \
     return r;
+#define STDIO_BODY(TYPE, FP, WR, CALL, BYTES_EXPR) STDIO_BODY_B(TYPE, FP, WR, CALL, BYTES_EXPR, 0)
 
 static int mode_oflags(const char *m)
 {
@@ -108,12 +137,12 @@ DECL(size_t, __fread_chk, (void *, size_t, size_t, size_t, FILE *));
 DECL(size_t, __fread_unlocked_chk, (void *, size_t, size_t, size_t, FILE *));
 DECL(size_t, fwrite, (const void *, size_t, size_t, FILE *));
 DECL(size_t, fwrite_unlocked, (const void *, size_t, size_t, FILE *));
-EXPORT size_t fread(void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fread); STDIO_BODY(size_t, fp, 0, real_fread(b, s, n, fp), r * s) }
-EXPORT size_t fread_unlocked(void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fread_unlocked); STDIO_BODY(size_t, fp, 0, real_fread_unlocked(b, s, n, fp), r * s) }
-EXPORT size_t __fread_chk(void *b, size_t bl, size_t s, size_t n, FILE *fp) { RESOLVE(__fread_chk); STDIO_BODY(size_t, fp, 0, real___fread_chk(b, bl, s, n, fp), r * s) }
-EXPORT size_t __fread_unlocked_chk(void *b, size_t bl, size_t s, size_t n, FILE *fp) { RESOLVE(__fread_unlocked_chk); STDIO_BODY(size_t, fp, 0, real___fread_unlocked_chk(b, bl, s, n, fp), r * s) }
-EXPORT size_t fwrite(const void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fwrite); STDIO_BODY(size_t, fp, 1, real_fwrite(b, s, n, fp), r * s) }
-EXPORT size_t fwrite_unlocked(const void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fwrite_unlocked); STDIO_BODY(size_t, fp, 1, real_fwrite_unlocked(b, s, n, fp), r * s) }
+EXPORT size_t fread(void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fread); STDIO_BODY_B(size_t, fp, 0, real_fread(b, s, n, fp), r * s, s * n) }
+EXPORT size_t fread_unlocked(void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fread_unlocked); STDIO_BODY_B(size_t, fp, 0, real_fread_unlocked(b, s, n, fp), r * s, s * n) }
+EXPORT size_t __fread_chk(void *b, size_t bl, size_t s, size_t n, FILE *fp) { RESOLVE(__fread_chk); STDIO_BODY_B(size_t, fp, 0, real___fread_chk(b, bl, s, n, fp), r * s, s * n) }
+EXPORT size_t __fread_unlocked_chk(void *b, size_t bl, size_t s, size_t n, FILE *fp) { RESOLVE(__fread_unlocked_chk); STDIO_BODY_B(size_t, fp, 0, real___fread_unlocked_chk(b, bl, s, n, fp), r * s, s * n) }
+EXPORT size_t fwrite(const void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fwrite); STDIO_BODY_B(size_t, fp, 1, real_fwrite(b, s, n, fp), r * s, s * n) }
+EXPORT size_t fwrite_unlocked(const void *b, size_t s, size_t n, FILE *fp) { RESOLVE(fwrite_unlocked); STDIO_BODY_B(size_t, fp, 1, real_fwrite_unlocked(b, s, n, fp), r * s, s * n) }
 
 DECL(char *, fgets, (char *, int, FILE *));
 DECL(char *, fgets_unlocked, (char *, int, FILE *));
@@ -133,10 +162,10 @@ EXPORT int puts(const char *s) { RESOLVE(puts); STDIO_BODY(int, stdout, 1, real_
 
 #define CHAR_IN(name)                                                                                          \
     DECL(int, name, (FILE *));                                                                                 \
-    EXPORT int name(FILE *fp) { RESOLVE(name); STDIO_BODY(int, fp, 0, real_##name(fp), r != EOF ? 1 : 0) }
+    EXPORT int name(FILE *fp) { RESOLVE(name); STDIO_BODY_B(int, fp, 0, real_##name(fp), r != EOF ? 1 : 0, 1) }
 #define CHAR_OUT(name)                                                                                         \
     DECL(int, name, (int, FILE *));                                                                            \
-    EXPORT int name(int c, FILE *fp) { RESOLVE(name); STDIO_BODY(int, fp, 1, real_##name(c, fp), r != EOF ? 1 : 0) }
+    EXPORT int name(int c, FILE *fp) { RESOLVE(name); STDIO_BODY_B(int, fp, 1, real_##name(c, fp), r != EOF ? 1 : 0, 1) }
 CHAR_IN(fgetc)
 CHAR_IN(getc)
 CHAR_IN(_IO_getc)

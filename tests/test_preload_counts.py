@@ -163,3 +163,31 @@ def test_narrow_counters_carry(tmp_path):
     per_call = float(r.stdout)                        # ns per call measured by the program itself
     assert f["t_read_ns"] >= 0.8 * per_call * n
     assert f["t_read_ns"] <= log.process["end_ns"] - log.process["start_ns"]
+
+
+def test_stream_calls_served_by_the_buffer_are_counted_without_time(tmp_path):
+    """fwrite/fputc into room in a fully buffered stream and fread/fgetc of bytes already buffered make no system
+    call: every one is counted (calls, bytes, size bins) with no time, and the clock is not read.  Timed, the 20,000
+    writes would take >= 20,000 x two clock reads (~0.3 ms at the least); only the first is timed here (the bytes
+    go to the kernel in fclose).  (The reads' time is the first fread's, which reads the whole file.)"""
+    data, logdir = tmp_path / "f", tmp_path / "logs"
+    logdir.mkdir()
+    n = 10000
+    r = run([prog("stdio_buffered"), str(data), str(n)], str(logdir))
+    assert r.returncode == 0, r.stderr.decode()
+    (log,) = logs(str(logdir))
+    f = log.file_by_path(str(data))
+    assert (f["writes"], f["bytes_written"], f["reads"], f["bytes_read"]) == (2 * n, 65 * n, 2 * n + 1, 65 * n)
+    assert f["hist_write"] == [2 * n] + [0] * 9 and f["hist_read"] == [2 * n + 1] + [0] * 9
+    assert f["t_write_ns"] < 100_000
+    assert f["t_open_ns"] > 0 and f["t_close_ns"] > 0
+    # in the op trace every call is an op; those the buffer served take no time, and the file's counters are the same
+    logdir2 = tmp_path / "logs2"
+    logdir2.mkdir()
+    assert run([prog("stdio_buffered"), str(data), str(n)], str(logdir2),
+               env_extra={"MTCPROF_TRACE": "ops"}).returncode == 0
+    (log2,) = logs(str(logdir2))
+    w = log2.ops[log2.ops["op"] == OP_CODES["write"]]
+    assert len(w) == 2 * n and (w["dur_ns"][1:] == 0).all() and (w["start_ns"] > 0).all()
+    assert (log2.ops["op"] == OP_CODES["read"]).sum() == 2 * n + 1
+    assert log2.file_by_path(str(data))["t_write_ns"] == w["dur_ns"].sum() < 100_000
