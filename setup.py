@@ -2,10 +2,10 @@
 
 `pip install .` compiles the tracing shim (preload/), the envelope engine (envelope/engine/) and the C log reader
 (db/, for this interpreter) with their own Makefiles and puts them where the code looks for them inside the package
-(mtcio/preload/build/libmtcprof.so, mtcio/envelope/engine/build/mtcengine, mtcio/db/build/fastlog_c*.so).  Their sources and Makefiles are package data (pyproject.toml), copied
-first, so the built files are the newer ones and `mtcenvelope measure`'s make has nothing to do.  Needs make and
-a C compiler, as `make setup` does.  An editable install (`make setup`) builds nothing here: its cbuild step
-builds in the tree.
+(mtcio/preload/build/libmtcprof.so, mtcio/envelope/engine/build/mtcengine, mtcio/db/build/fastlog_c*.so).  Their
+sources and Makefiles are package data (pyproject.toml), copied first, so the built files are the newer ones and
+`mtcenvelope measure`'s make has nothing to do.  Needs make and a C compiler, as `make setup` does.  An editable
+install (`make setup`) builds nothing here: its cbuild step builds in the tree.
 """
 import os
 import shutil

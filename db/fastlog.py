@@ -6,9 +6,10 @@ unusual (truncation, corruption, other byte order or version, non-standard count
 ingest falls back to logformat.read_log, which gives the exact error and the valid prefix (and reads v1 logs).
 tests/test_db_fastlog.py checks that both readers agree on real shim logs.
 
-The same reader in C (db/fastlog_c.c, built by `make` into db/build/) is used when it is there: ~10x faster, the
-largest part of the decoding ingest does.  Without it (a build without a C compiler) this module's Python reader
-is used; tests/test_db_fastlog.py checks that the two give the same values, or both None, on damaged logs too.
+The same reader in C (db/fastlog_c.c, built by `make` into db/build/ for the venv's interpreter) is used when it is
+there: ~4x faster (3.5 against 13.5 us for a log of 3 files), the largest part of the decoding ingest does.  Without
+it (another interpreter than the one it was built for) this module's Python reader is used; tests/test_db_fastlog.py
+checks that the two give the same values, or both None, on damaged logs too.
 """
 from __future__ import annotations
 
