@@ -13,7 +13,9 @@ again.
 Each ingest runs in a fresh child process so ru_maxrss is the ingest's own peak; a run of >= 5,000 logs is decoded
 by a second process (db/ingest_decode.py), whose peak (VmHWM, read while it runs: its ru_maxrss counts the pages it
 shared with the ingest before exec) is added, so "peak RSS" is the two processes' together.  The machine's load
-(1-minute average) at each ingest's start and end is printed beside it.
+(1-minute average) at each ingest's start and end is printed beside it, and the machine's share of CPU time in
+iowait during the ingest: above a few % the logs came from the disk, not the page cache (a million logs: ~115 s
+read from the disk against ~55 s cached, 2026-12-02).
 """
 from __future__ import annotations
 
@@ -51,11 +53,15 @@ def watch():
                     pass
         time.sleep(0.2)
 threading.Thread(target=watch, daemon=True).start()
-load0 = os.getloadavg()[0]
+def cpu_times():     # the machine's CPU time by kind, /proc/stat's first line: user nice system idle iowait ...
+    return [int(x) for x in open("/proc/stat").readline().split()[1:]]
+load0, st0 = os.getloadavg()[0], cpu_times()
 t0 = time.perf_counter()
 res = ingest(sys.argv[1], sys.argv[2], gfwhere_cmd=None, progress=False, warn=lambda m: print(m, file=sys.stderr))
 dt = time.perf_counter() - t0
+d = [b - a for a, b in zip(st0, cpu_times())]
 print(json.dumps({"seconds": dt, "runs": res.runs, "bad": res.bad_logs, "load": [load0, os.getloadavg()[0]],
+                  "iowait": d[4] / max(sum(d), 1),
                   "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + sum(hwm.values()),
                   "decoder_kib": sum(hwm.values())}))
 """
@@ -132,18 +138,21 @@ def main() -> int:
         res = ingest(logs, os.path.join(BASE, f"tasks-{n}.db"))
         run = res["runs"]["bench"]
         rss = res["maxrss_kib"] / 1024
-        rows.append((n, run, res["seconds"], rss, res["decoder_kib"] / 1024, res["load"]))
+        rows.append((n, run, res["seconds"], rss, res["decoder_kib"] / 1024, res["load"], res["iowait"]))
         ok &= run["tasks"] == n and run["file_access"] == 3 * n and rss <= MAX_RSS_MIB
         if n >= 1_000_000:
             ok &= res["seconds"] * 1_000_000 / n < MAX_S_1M
     print("A: ingest of the real shim's logs (3 files per task, no Gfarm look-ups)")
     print(f"  {'tasks':>10} {'file records':>13} {'wall s':>8} {'tasks/s':>9} {'peak RSS MiB':>13} "
-          f"{'(decoder)':>9}  load at start, end")
-    for n, run, s, rss, dec, (l0, l1) in rows:
-        print(f"  {n:>10,} {run['file_access']:>13,} {s:>8.2f} {n / s:>9,.0f} {rss:>13,.0f} {dec:>9,.0f}  "
-              f"{l0:.2f}, {l1:.2f}")
+          f"{'(decoder)':>9} {'iowait':>7}  load at start, end")
+    for n, run, s, rss, dec, (l0, l1), iow in rows:
+        print(f"  {n:>10,} {run['file_access']:>13,} {s:>8.2f} {n / s:>9,.0f} {rss:>13,.0f} {dec:>9,.0f} "
+              f"{100 * iow:>6.1f}%  {l0:.2f}, {l1:.2f}")
+    if any(r[-1] > 0.02 for r in rows):
+        print("  (iowait over 2 %: logs were read from the disk, not the page cache; their order on the disk is not "
+              "their names')")
     if len(rows) > 1:
-        (n0, _, s0, r0, _, _), (n1, _, s1, r1, _, _) = rows[0], rows[-1]
+        (n0, _, s0, r0, _, _, _), (n1, _, s1, r1, _, _, _) = rows[0], rows[-1]
         print(f"  growth {n0:,} -> {n1:,} tasks (x{n1 / n0:g}): time x{s1 / s0:.2f}, "
               f"tasks/s x{(n1 / s1) / (n0 / s0):.2f}, peak RSS x{r1 / r0:.2f}")
     print(f"  targets: 1,000,000 tasks in < {MAX_S_1M:g} s; peak RSS <= {MAX_RSS_MIB} MiB at every size")
