@@ -66,6 +66,22 @@ static PyObject *decode(const unsigned char *p, Py_ssize_t n)
     return PyUnicode_DecodeUTF8((const char *)p, n, "surrogateescape");
 }
 
+/* list.append(v) and dict[k] = v of new references (NULL: a Python error is set), released either way: 0, or -1 on
+ * an error */
+static int append_new(PyObject *list, PyObject *v)
+{
+    int r = v ? PyList_Append(list, v) : -1;
+    Py_XDECREF(v);
+    return r;
+}
+static int set_new(PyObject *dict, PyObject *k, PyObject *v)
+{
+    int r = k && v ? PyDict_SetItem(dict, k, v) : -1;
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return r;
+}
+
 /* 1 when the log is well formed so far, 0 when the Python reader would give None, -1 on a Python error */
 static int parse_into(const unsigned char *b, Py_ssize_t n, PyObject *out[5])
 {
@@ -98,11 +114,8 @@ static int parse_into(const unsigned char *b, Py_ssize_t n, PyObject *out[5])
             if (rtype == C.r_dir) {
                 if (has_nul)
                     goto done;
-                PyObject *k = PyLong_FromUnsignedLong(key), *v = k ? decode(raw, slen) : NULL;
-                int bad = !v || PyDict_SetItem(dirs, k, v);
-                Py_XDECREF(k);
-                Py_XDECREF(v);
-                if (bad)
+                PyObject *k = PyLong_FromUnsignedLong(key);
+                if (set_new(dirs, k, k ? decode(raw, slen) : NULL))
                     goto error;
             } else if (key == C.argv_key) {
                 PyObject *argv = PyList_New(0);
@@ -112,13 +125,10 @@ static int parse_into(const unsigned char *b, Py_ssize_t n, PyObject *out[5])
                 for (uint32_t i = 0, s = 0; i < slen; i++) {
                     if (raw[i])
                         continue;
-                    PyObject *a = decode(raw + s, i - s);
-                    if (!a || PyList_Append(argv, a)) {
-                        Py_XDECREF(a);
+                    if (append_new(argv, decode(raw + s, i - s))) {
                         Py_DECREF(argv);
                         goto error;
                     }
-                    Py_DECREF(a);
                     s = i + 1;
                 }
                 int bad = PyDict_SetItemString(strings, "argv", argv);
@@ -132,9 +142,7 @@ static int parse_into(const unsigned char *b, Py_ssize_t n, PyObject *out[5])
                 if (!v)
                     goto error;
                 if (key == C.mounts_key) {
-                    int bad = PyList_Append(mounts, v);
-                    Py_DECREF(v);
-                    if (bad)
+                    if (append_new(mounts, v))
                         goto error;
                 } else {
                     PyObject *k = PyLong_FromUnsignedLong(key), *name = k ? PyDict_GetItemWithError(C.str_keys, k)
@@ -146,10 +154,7 @@ static int parse_into(const unsigned char *b, Py_ssize_t n, PyObject *out[5])
                         name = PyUnicode_FromFormat("str%u", key);
                     else
                         name = NULL;
-                    int bad = !name || PyDict_SetItem(strings, name, v);
-                    Py_XDECREF(name);
-                    Py_DECREF(v);
-                    if (bad)
+                    if (set_new(strings, name, v))
                         goto error;
                 }
             }
@@ -225,11 +230,8 @@ static int parse_into(const unsigned char *b, Py_ssize_t n, PyObject *out[5])
             Py_XDECREF(name);
             Py_XDECREF(path);
             Py_XDECREF(vals);
-            if (!row || PyList_Append(files, row)) {
-                Py_XDECREF(row);
+            if (append_new(files, row))
                 goto error;
-            }
-            Py_DECREF(row);
         } else if (rtype == C.r_proc) {
             if (length < C.proc_size)
                 goto done;
@@ -268,12 +270,8 @@ static int parse_into(const unsigned char *b, Py_ssize_t n, PyObject *out[5])
             unsigned osize = u16(b + p + 4);
             if (osize != C.op_size || 8 + (uint64_t)count * osize != length)
                 goto done;
-            PyObject *row = Py_BuildValue("(Iy#)", count, (const char *)b + p + 8, (Py_ssize_t)(length - 8));
-            if (!row || PyList_Append(ops, row)) {
-                Py_XDECREF(row);
+            if (append_new(ops, Py_BuildValue("(Iy#)", count, (const char *)b + p + 8, (Py_ssize_t)(length - 8))))
                 goto error;
-            }
-            Py_DECREF(row);
         } else if (rtype == C.r_end) {
             if (p + 4 > n || u32(b + p) != (uint64_t)nrec || end != n || !proc)
                 goto done;

@@ -11,8 +11,9 @@ The worker is `python -m mtcio.db.ingest_decode MAX_LOG_BYTES BIG CHUNK_BYTES` (
 of the caller's main module, nothing inherited).  Protocol on its stdin/stdout: the parent writes a job (8-byte
 little-endian length + a pickled list of paths), the worker answers with 8-byte length + the list of decode()
 results, marshalled (pickled when marshal cannot take them: a tag byte says which) (None: a log over BIG bytes, or
-past CHUNK_BYTES in its job, which the parent decodes itself when its turn comes).  A job's logs are read by READERS threads as soon as it comes, while the job before is decoded.  Bounded: at
-most WINDOW jobs of CHUNK logs are in flight, so no more than WINDOW x CHUNK_BYTES (+ one big log) is held.
+past CHUNK_BYTES in its job, which the parent decodes itself when its turn comes).  A job's logs are read by
+READERS threads as soon as it comes (prefetch.read_piece), while the job before is decoded.  Bounded: at most
+WINDOW jobs of CHUNK logs are in flight, so no more than WINDOW x CHUNK_BYTES (+ one big log) is held.
 
 The worker reads through logformat.read_bytes like ingest itself (regular files only, no symlink followed, at most
 max_log_bytes).  A worker that dies (killed, out of memory) raises DecoderDied: the run being ingested is rolled
@@ -80,28 +81,12 @@ def decode(path: str, max_log_bytes: int = lf.MAX_LOG_BYTES, load=None):
     return (prepare(path, rows) if rows is not None else None), warning
 
 
-def read_piece(paths: list, max_log_bytes: int, big: int, most: int) -> list:
-    """For each path, load() giving its bytes (or raising what reading them raised), or None for a log left to the
-    parent: over big bytes, or past most bytes read in this piece."""
-    out, held = [], 0
-    for path in paths:
-        try:
-            buf = lf.read_bytes(path, max_log_bytes, most=min(big, most - held))
-            held += len(buf)
-            out.append(prefetch._given(buf))
-        except lf.NotNow:
-            out.append(None)
-        except Exception as e:          # noqa: BLE001 -- raised again by load(), where read_log names it
-            out.append(prefetch._raising(e))
-    return out
-
-
 def _submit(paths: list, max_log_bytes: int, big: int, chunk_bytes: int, pool) -> list:
     """A job's logs to read, PIECE logs per task of the pool's threads (the kernel's part of reading a million small
     files, and a disk's latency, beside the decoding); at most chunk_bytes read for the job."""
     pieces = [paths[i:i + PIECE] for i in range(0, len(paths), PIECE)]
     most = chunk_bytes // max(len(pieces), 1)
-    return [(p, pool.submit(read_piece, p, max_log_bytes, big, most)) for p in pieces]
+    return [(p, pool.submit(prefetch.read_piece, p, max_log_bytes, big, most)) for p in pieces]
 
 
 def _decode(submitted: list, max_log_bytes: int) -> list:

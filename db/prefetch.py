@@ -45,7 +45,7 @@ class Prefetch:
         def submit() -> bool:
             chunk = [p for _, p in zip(range(CHUNK), it)]
             if chunk:
-                jobs.append((chunk, self.pool.submit(self._read_chunk, chunk)))
+                jobs.append((chunk, self.pool.submit(read_piece, chunk, self.max_log_bytes, BIG, CHUNK_BYTES)))
             return bool(chunk)
         for _ in range(WINDOW):
             if not submit():
@@ -57,21 +57,24 @@ class Prefetch:
             for path, g in zip(chunk, got):
                 yield path, (g if g is not None else self._loader(path))
 
-    def _read_chunk(self, chunk: list) -> list:
-        out, held = [], 0
-        for path in chunk:
-            try:
-                buf = lf.read_bytes(path, self.max_log_bytes, most=min(BIG, CHUNK_BYTES - held))
-                held += len(buf)
-                out.append(_given(buf))
-            except lf.NotNow:
-                out.append(None)            # read by load() in its turn
-            except Exception as e:             # noqa: BLE001 -- raised again by load(), where ingest names it
-                out.append(_raising(e))
-        return out
-
     def _loader(self, path):
         return lambda: lf.read_bytes(path, self.max_log_bytes)
+
+
+def read_piece(paths: list, max_log_bytes: int, big: int, most: int) -> list:
+    """For each path, load() giving its bytes (or raising what reading them raised), or None for a log left to be
+    read in its turn: over big bytes, or past most bytes read for these paths.  (Also the ingest decoder's reads.)"""
+    out, held = [], 0
+    for path in paths:
+        try:
+            buf = lf.read_bytes(path, max_log_bytes, most=min(big, most - held))
+            held += len(buf)
+            out.append(_given(buf))
+        except lf.NotNow:
+            out.append(None)
+        except Exception as e:          # noqa: BLE001 -- raised again by load(), where ingest names it
+            out.append(_raising(e))
+    return out
 
 
 def _given(buf: bytes):
