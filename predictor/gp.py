@@ -1,7 +1,8 @@
-"""The Gaussian process that extrapolates an envelope grid, fitted once and answered with numpy alone.
+"""The Gaussian process that extrapolates an envelope grid, fitted once and answered without scikit-learn.
 
     gp = regression(means)              # means: {(size, k): value} of one (metric, hosts) grid
-    mu, sd = gp.predict(X, return_std=True)   # X: rows of (log size, log k); log value and its posterior sd
+    mu, sd = gp.posterior((log_size, log_k))  # one point, plain Python: log value and its posterior sd
+    mu, sd = gp.predict(X, return_std=True)   # X: rows of (log size, log k), with numpy (a heatmap's grid)
 
 The model is scikit-learn's GaussianProcessRegressor (ConstantKernel x RBF(2 length scales) + WhiteKernel,
 normalize_y): fitting it means optimising the kernel's hyperparameters, which needs scikit-learn (~1 s to import
@@ -15,6 +16,8 @@ the YAML's sha256 is the one recorded. `python -m mtcio.predictor.gp` writes the
 predict() is scikit-learn's formula: mean = k(X, X_train) alpha, var = k(x, x) - |L^-1 k(X_train, x)|^2 (the
 white noise counted in k(x, x)), both scaled back by the normalisation. The mean is the same product as
 scikit-learn's; the sd's triangular solve is numpy's forward substitution, equal to LAPACK's to rounding.
+posterior() is the same formula for one point in Python (a grid has a few dozen training points): a table's
+look-ups beyond the measured concurrency then cost no numpy import (~70 ms).
 """
 from __future__ import annotations
 
@@ -38,16 +41,15 @@ _cache: dict | None = None
 
 
 class FittedGP:
-    """A fitted GP's answers without scikit-learn."""
+    """A fitted GP's answers without scikit-learn: one point in plain Python (`posterior`, the terminal table's
+    path, which then never imports numpy), many at once with numpy (`predict`)."""
 
     def __init__(self, x_train, alpha, chol, constant, length_scale, noise, y_mean, y_std):
-        import numpy as np
-        self.x_train = np.asarray(x_train, dtype=float)
-        self.alpha = np.asarray(alpha, dtype=float)
-        self.chol = np.asarray(chol, dtype=float)
+        self.x_train, self.alpha, self.chol = _floats(x_train), _floats(alpha), _floats(chol)
         self.constant, self.noise = float(constant), float(noise)
-        self.length_scale = np.asarray(length_scale, dtype=float)
+        self.length_scale = _floats(length_scale)
         self.y_mean, self.y_std = float(y_mean), float(y_std)
+        self._scaled = [[a / s for a, s in zip(row, self.length_scale)] for row in self.x_train]
 
     @classmethod
     def of_sklearn(cls, gp) -> "FittedGP":
@@ -56,23 +58,40 @@ class FittedGP:
                    k["k2__noise_level"], gp._y_train_mean, gp._y_train_std)
 
     def to_dict(self) -> dict:
-        return {"x_train": self.x_train.tolist(), "alpha": self.alpha.tolist(), "chol": self.chol.tolist(),
-                "constant": self.constant, "length_scale": self.length_scale.tolist(), "noise": self.noise,
-                "y_mean": self.y_mean, "y_std": self.y_std}
+        return {"x_train": self.x_train, "alpha": self.alpha, "chol": self.chol, "constant": self.constant,
+                "length_scale": self.length_scale, "noise": self.noise, "y_mean": self.y_mean, "y_std": self.y_std}
+
+    def posterior(self, x) -> tuple:
+        """(mean, sd) at one point x = (log size, log k): predict's formula, one point, in Python."""
+        a = [v / s for v, s in zip(x, self.length_scale)]
+        k_trans = [self.constant * math.exp(-0.5 * sum((p - q) ** 2 for p, q in zip(a, b))) for b in self._scaled]
+        mean = self.y_std * sum(kt * al for kt, al in zip(k_trans, self.alpha)) + self.y_mean
+        v = []                                  # L^-1 k_trans, forward substitution
+        for i, row in enumerate(self.chol):
+            v.append((k_trans[i] - sum(row[j] * v[j] for j in range(i))) / row[i])
+        var = max((self.constant + self.noise) - sum(t * t for t in v), 0.0)
+        return mean, math.sqrt(var * self.y_std ** 2)
 
     def predict(self, X, return_std: bool = False):
         import numpy as np
         X = np.atleast_2d(np.asarray(X, dtype=float))
-        a, b = X / self.length_scale, self.x_train / self.length_scale
+        ls = np.asarray(self.length_scale)
+        a, b = X / ls, np.asarray(self.x_train) / ls
         d = (a[:, None, :] - b[None, :, :]) ** 2
         k_trans = np.exp(-0.5 * d.sum(axis=2)) * self.constant      # RBF x constant (white noise: 0 off the data)
-        mean = self.y_std * (k_trans @ self.alpha) + self.y_mean
+        mean = self.y_std * (k_trans @ np.asarray(self.alpha)) + self.y_mean
         if not return_std:
             return mean
-        v = _forward(self.chol, k_trans.T)
+        v = _forward(np.asarray(self.chol), k_trans.T)
         var = (self.constant + self.noise) - np.einsum("ij,ji->i", v.T, v)
         var[var < 0] = 0.0
         return mean, np.sqrt(var * self.y_std ** 2)
+
+
+def _floats(x):
+    """numpy arrays (a fit just made) and JSON lists (the fits file) alike as nested lists of float"""
+    x = x.tolist() if hasattr(x, "tolist") else x
+    return [_floats(v) for v in x] if isinstance(x, (list, tuple)) else float(x)
 
 
 def _forward(L, B):

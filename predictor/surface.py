@@ -146,6 +146,13 @@ class EnvelopeSurface:
     def grid_for(self, metric: str, hosts: int | None, k: float | None = None):
         """(host count, grid) of a metric: the stage's own host count when measured (and, given k, covering
         concurrency k), else the nearest host count that covers k, else the nearest one."""
+        memo = self._shared.setdefault("grid_for", {})    # the same for every replicate: a bootstrap asks ~10^4 times
+        got = memo.get((metric, hosts, k))
+        if got is None:
+            got = memo[(metric, hosts, k)] = self._grid_for(metric, hosts, k)
+        return got
+
+    def _grid_for(self, metric, hosts, k):
         avail = self.host_counts(metric)
         if not avail:
             raise EnvelopeError(f"the envelope has no ok point of metric {metric} "
@@ -322,17 +329,15 @@ class EnvelopeSurface:
         return sum(f * v for f, v in got) / sum(f for f, _ in got)
 
     def _bilinear(self, key, g: _Grid, size, k):
-        means = self._means[key]
-        s0, s1 = _bracket(g.sizes, size)
-        k0, k1 = _bracket(g.ks, k)
-        corners = [(s, kk) for s in {s0, s1} for kk in {k0, k1}]
-        if any(c not in means for c in corners):
+        geo = self._shared.get(("bilinear", key, size, k))
+        if geo is None:                           # where (size, k) sits in the grid: the same for every replicate
+            geo = self._shared[("bilinear", key, size, k)] = _where(g, size, k)
+        if geo is False:
             return None                           # a hole in the grid: regression fills it
-        fx = 0.0 if s0 == s1 else (math.log(size) - math.log(s0)) / (math.log(s1) - math.log(s0))
-        fy = 0.0 if k0 == k1 else (math.log(k) - math.log(k0)) / (math.log(k1) - math.log(k0))
+        s0, s1, k0, k1, fx, fy, ls0, ls1, lx = geo
+        means = self._means[key]
         lv = lambda s, kk: math.log(means[(s, kk)])  # noqa: E731
         bw = key[0] in THROUGHPUT_OF
-        ls0, ls1, lx = (math.log(max(x, 1)) for x in (s0, s1, size))
 
         def along_size(kk):
             v0, v1 = lv(s0, kk), lv(s1, kk)
@@ -355,11 +360,20 @@ class EnvelopeSurface:
         memo = self._shared.setdefault(("posterior", key), {})
         post = memo.get((size, k))
         if post is None:
-            import numpy as np
-            x = np.array([[math.log(max(size, 1)), math.log(k)]])
-            mu, sd = self._regression(key).predict(x, return_std=True)
-            post = memo[(size, k)] = (float(mu[0]), float(sd[0]))
+            post = memo[(size, k)] = self._regression(key).posterior((math.log(max(size, 1)), math.log(k)))
         return self._rng.gauss(*post) if (draw and self._rng is not None) else post[0]
+
+
+def _where(g: _Grid, size, k):
+    """(s0, s1, k0, k1, fx, fy, log s0, log s1, log size): the grid cell around (size, k) and the log-scale
+    fractions across it; False when one of its corners was not measured."""
+    s0, s1 = _bracket(g.sizes, size)
+    k0, k1 = _bracket(g.ks, k)
+    if any((s, kk) not in g.cells for s in (s0, s1) for kk in (k0, k1)):
+        return False
+    fx = 0.0 if s0 == s1 else (math.log(size) - math.log(s0)) / (math.log(s1) - math.log(s0))
+    fy = 0.0 if k0 == k1 else (math.log(k) - math.log(k0)) / (math.log(k1) - math.log(k0))
+    return (s0, s1, k0, k1, fx, fy, *(math.log(max(x, 1)) for x in (s0, s1, size)))
 
 
 # an op-rate change between neighbouring sizes larger than this factor is a step, not a slope (_is_step): set when

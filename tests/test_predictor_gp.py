@@ -52,9 +52,22 @@ def test_answers_as_scikit_learn():
     np.testing.assert_allclose(mu2, mu, rtol=1e-13, atol=0)
     np.testing.assert_allclose(sd2, sd, rtol=1e-10, atol=1e-14)
     assert 0 < sd2[6] < sd2[7]                   # 1 KiB: at a measured k (2) surer than far beyond it (64)
+    one = [mine.posterior(x) for x in q.tolist()]     # one point in Python: the same numbers
+    np.testing.assert_allclose([m for m, _ in one], mu, rtol=1e-12, atol=0)
+    np.testing.assert_allclose([s for _, s in one], sd, rtol=1e-9, atol=1e-14)
 
 
-def test_prediction_with_the_shipped_envelope_imports_no_scikit_learn():
+def test_posterior_of_every_shipped_fit_is_predicts():
+    for fit in gp.shipped().values():
+        g = gp.FittedGP(**{k: v for k, v in fit.items() if k != "grid"})
+        q = [[math.log(s), math.log(k)] for s in (1, 1024, 4.2e6, 1e9) for k in (1, 3, 8, 32, 128)]
+        mu, sd = g.predict(q, return_std=True)
+        one = [g.posterior(x) for x in q]
+        np.testing.assert_allclose([m for m, _ in one], mu, rtol=1e-12, atol=0)
+        np.testing.assert_allclose([s for _, s in one], sd, rtol=1e-9, atol=1e-12)
+
+
+def test_prediction_with_the_shipped_envelope_imports_no_scikit_learn_nor_numpy():
     code = ("import sys, io, contextlib\n"
             "from mtcio.cli import mtcpredict\n"
             "sys.argv = ['mtcpredict', 'montage_example/montage.yaml']\n"
@@ -62,10 +75,10 @@ def test_prediction_with_the_shipped_envelope_imports_no_scikit_learn():
             "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):\n"
             "    try:\n        mtcpredict()\n    except SystemExit as e:\n        assert e.code in (0, None), e.code\n"
             "print('extrapolated' in out.getvalue() or 'mProjectPP' in out.getvalue(), "
-            "'sklearn' in sys.modules, 'scipy' in sys.modules)\n")
+            "'sklearn' in sys.modules, 'scipy' in sys.modules, 'numpy' in sys.modules)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["True", "False", "False"]
+    assert r.stdout.split() == ["True", "False", "False", "False"]
 
 
 def test_another_envelope_is_fitted_with_scikit_learn():
