@@ -143,6 +143,16 @@ def _fail(msg, code=2):
 
 
 def _run(a) -> int:
+    drawing = []       # the report's figures a child draws beside the prediction (report.Drawing): stopped on any exit
+    try:
+        return _predict(a, drawing)
+    finally:
+        for d in drawing:
+            if d is not None:
+                d.cancel()
+
+
+def _predict(a, drawing: list) -> int:
     from mtcio.db.workflow_model import ModelError, load
 
     from . import envelope_source, predict, whatif
@@ -272,7 +282,12 @@ def _run(a) -> int:
             return _fail(str(e))
     variants = ("faithful", "refined") if a.variant == "all" else (a.variant,)
     try:   # the I/O concurrency is the model's (from the trace it was built from), never the validated run's
-        preds = predict.predict_workflow(wf, surface, variants, refine, bootstrap=a.bootstrap)
+        preds = predict.predict_workflow(wf, surface, variants, refine, bootstrap=0)
+        if a.out:     # the figures of the point predictions drawn by a child from now on, beside the intervals
+            from .report import BOOTSTRAP, Drawing
+            late = (["parity"] if measured else []) + (["whatif"] if axes else [])
+            drawing.append(Drawing.start(wf, surface, preds, late, BOOTSTRAP * a.bootstrap * len(preds)))
+        predict.add_intervals(preds, wf, surface, refine, bootstrap=a.bootstrap)
     except EnvelopeError as e:
         return _fail(f"envelope {env.origin}: {e}")
     calib = None
@@ -305,7 +320,7 @@ def _run(a) -> int:
             return _fail(f"--validate: cannot store the predictions: {e}", 1)
     if a.out:
         try:
-            _write_out(a.out, result, wf, surface, preds, measured, envs[0])
+            _write_out(a.out, result, wf, surface, preds, measured, envs[0], drawing[0])
         except OSError as e:
             return _fail(f"--out {a.out}: {e.strerror or e}", 1)
     if a.json:
@@ -542,12 +557,12 @@ def _store(spec, result, measured, runs, env):
         conn.close()
 
 
-def _write_out(out, result, wf, surface, preds, measured, envelope=None):
+def _write_out(out, result, wf, surface, preds, measured, envelope=None, drawing=None):
     from mtcio.db.store import private_dir, write_private
 
     from .report import write_report
     private_dir(out)
-    write_report(out, result, wf, surface, preds, measured, envelope)
+    write_report(out, result, wf, surface, preds, measured, envelope, drawing)
     write_private(os.path.join(out, "prediction.json"), json.dumps(result, indent=1, default=_jsonable))
     if result.get("at"):       # the model instantiated at --at: what was predicted, field by field
         from mtcio.db.workflow_model import dump

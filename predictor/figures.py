@@ -468,10 +468,15 @@ def whatif(plt, rows):
     return "whatif.png", fig
 
 
+# the figures of a prediction's result (measured times, what-ifs); the others need only the point predictions
+LATE = ("parity", "whatif")
+
+
 def plan(plt, result, wf, surface, preds):
     """Every figure of the report, in page order, not drawn yet: [(section, draw)], draw() -> (file name, figure)
     or None (parity without a validation and what-if without what-ifs left out).  The maps' values are computed
-    when a figure is drawn, so report.py can draw them in two processes."""
+    when a figure is drawn, so report.py can draw them in two processes.  result None: the figures that need none
+    (all but LATE), which a forked child draws while the intervals and what-ifs are computed."""
     sizes, ks = heatmap.axes(surface, wf.stages)
     refined = [p for p in preds if p.variant == "refined"] or preds
     main = max(refined, key=lambda p: p.total_s)
@@ -483,8 +488,11 @@ def plan(plt, result, wf, surface, preds):
             ("whatif", lambda: whatif(plt, result.get("what_if"))),
             ("envelope", lambda: envelope(plt, surface))]
     # the parity and what-if figures only with a validation and what-ifs: not dealt to a process for nothing
-    skip = {"parity"} if not any(d.get("measured_s") for d in result["predictions"]) else set()
-    skip |= set() if result.get("what_if") else {"whatif"}
+    if result is None:
+        skip = set(LATE)
+    else:
+        skip = {"parity"} if not any(d.get("measured_s") for d in result["predictions"]) else set()
+        skip |= set() if result.get("what_if") else {"whatif"}
     return [(k, f) for k, f in figs if k not in skip]
 
 

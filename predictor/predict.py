@@ -37,21 +37,25 @@ def predict_workflow(wf, surface, variants=("faithful", "refined"), refine=None,
     """io_concurrency: stage name -> k measured from a trace (refined model's io_overlap)."""
     check_metrics(wf, surface)
     io_concurrency = io_concurrency or {}
-    out = []
-    for st in wf.stages:
-        for v in variants:
-            out.append(predict_stage(st, surface, v, refine, io_concurrency.get(st.name)))
-    if bootstrap:
-        rng = random.Random(seed)
-        reps = [surface.replicate(rng) for _ in range(bootstrap)]
-        for p in out:
-            st = wf.stage(p.stage)
-            mine = [surface.replicate(rng, p.ops_per_slot) for _ in range(bootstrap)] if p.ops_per_slot else reps
-            vals = sorted(predict_stage(st, r, p.variant, refine, io_concurrency.get(st.name)).total_s
-                          for r in mine)
-            lo, hi = INTERVAL_QUANTILES
-            p.interval = (vals[int(lo * (len(vals) - 1))], vals[int(round(hi * (len(vals) - 1)))])
+    out = [predict_stage(st, surface, v, refine, io_concurrency.get(st.name)) for st in wf.stages for v in variants]
+    add_intervals(out, wf, surface, refine, io_concurrency, bootstrap, seed)
     return out
+
+
+def add_intervals(preds, wf, surface, refine=None, io_concurrency=None, bootstrap: int = 100, seed: int = 1) -> None:
+    """Each prediction's interval from `bootstrap` replicates of the envelope (none when 0): apart from the point
+    predictions, which do not depend on it, so `mtcpredict --out` starts drawing before the replicates run."""
+    if not bootstrap:
+        return
+    io_concurrency = io_concurrency or {}
+    rng = random.Random(seed)
+    reps = [surface.replicate(rng) for _ in range(bootstrap)]
+    for p in preds:
+        st = wf.stage(p.stage)
+        mine = [surface.replicate(rng, p.ops_per_slot) for _ in range(bootstrap)] if p.ops_per_slot else reps
+        vals = sorted(predict_stage(st, r, p.variant, refine, io_concurrency.get(st.name)).total_s for r in mine)
+        lo, hi = INTERVAL_QUANTILES
+        p.interval = (vals[int(lo * (len(vals) - 1))], vals[int(round(hi * (len(vals) - 1)))])
 
 
 def parse_refine(text: str | None):

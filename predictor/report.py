@@ -4,10 +4,12 @@ maps, the envelope, and the details (full tables, look-ups and warnings behind a
 from __future__ import annotations
 
 import base64
+import gc
 import html
 import io
 import json
 import os
+import signal
 
 from mtcio.cpus import usable_cpus
 from mtcio.db.store import readable, write_private   # 0600 whatever the umask, replaced atomically
@@ -25,20 +27,17 @@ def _e(x) -> str:
     return html.escape(str(readable(x)))
 
 
-def _save(fig, out, name) -> None:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80)
-    write_private(os.path.join(out, name), buf.getvalue())
-
-
-# what drawing and writing a figure costs, relative (timed one by one on a 2-core machine): the two processes' shares
+# what drawing and writing a figure costs, relative (timed one by one on a 2-core machine; a unit ~0.13 s there):
+# the two processes' shares.  BOOTSTRAP: the unit cost of one prediction in one bootstrap replicate (800 of them
+# ~0.2 s), which the parent computes while the child draws
 COST = {"parity": 3, "maps": 3, "stage_time": 4, "dominant": 1, "whatif": 2, "envelope": 4}
+BOOTSTRAP = 0.002
 
 
-def split(keys) -> tuple[list, list]:
-    """`keys` dealt to two processes, the costliest first to the less loaded: (this process's, the child's); the
-    child gets the larger share, this one writes the page after."""
-    shares, load = ([], []), [0, 0]
+def split(keys, head: float = 0.0) -> tuple[list, list]:
+    """`keys` dealt to two processes, the costliest first to the less loaded: (this process's, the child's); this
+    process starts with `head` units of other work; the child gets the larger share, this one writes the page after."""
+    shares, load = ([], []), [head, 0.0]
     for k in sorted(keys, key=lambda k: -COST.get(k, 1)):
         i = load.index(min(load))
         shares[i].append(k)
@@ -46,57 +45,107 @@ def split(keys) -> tuple[list, list]:
     return shares if load[0] <= load[1] else shares[::-1]
 
 
-def _draw(plt, out, draws, keys) -> dict:
-    """{section: file name} of the figures of `keys` drawn and written in `out` (a section without one left out)."""
-    names = {}
-    for key in keys:
-        made = draws[key]()
-        if made:
-            names[key] = made[0]
-            _save(made[1], out, made[0])
-            plt.close(made[1])
-    return names
+class Drawing:
+    """The figures a forked child draws beside this process (most of `--out`'s time is drawing: on two CPUs it
+    overlaps the bootstrap, the what-ifs and this process's own figures).  The child sends {section: (file name,
+    PNG base64)} through a pipe and writes no file: a prediction that fails after the fork leaves nothing behind
+    (cancel() stops the child)."""
 
+    def __init__(self, keys, pid, fd):
+        self.keys, self.pid, self.fd = keys, pid, fd
 
-def draw_figures(plt, out, plan, procs=None) -> dict:
-    """{section: (file name, PNG base64)} of every figure of `plan` (figures.plan), in page order, written in
-    `out`.  With two CPUs a forked child draws about half of them (drawing is most of `--out`'s time); if it
-    fails, this process draws its share again, so a child's trouble costs time, never a figure."""
-    draws = dict(plan)
-    mine, theirs = split(list(draws)) if (procs or usable_cpus()) >= 2 and hasattr(os, "fork") else (list(draws), [])
-    pid = None
-    if theirs:
+    @classmethod
+    def start(cls, wf, surface, preds, late=(), head: float = 0.0, procs=None) -> "Drawing | None":
+        """With two CPUs, a child drawing its share of the figures that need only the point predictions (the
+        figures.LATE ones, `late`, stay here, with `head` units of other work); None with one CPU."""
+        if (procs or usable_cpus()) < 2 or not hasattr(os, "fork"):
+            return None
+        early = [k for k, _ in figures.plan(None, None, wf, surface, preds)]
+        _, theirs = split(early + list(late), head)
+        theirs = [k for k in theirs if k not in late]
+        if not theirs:
+            return None
+        plt = figures.pyplot()    # imported once for both processes (~0.4 s of CPU each on a 2-core machine)
         r, w = os.pipe()
+        gc.freeze()   # the heap so far out of the collector's reach until collect(): no copy-on-write of each page
         pid = os.fork()
-        if pid == 0:                                # the child: its figures as files, their names sent back
+        if pid == 0:                                # the child: its figures' bytes sent back, then gone
             code = 1
             try:
                 os.close(r)
-                os.write(w, json.dumps(_draw(plt, out, draws, theirs)).encode())
+                draws = dict(figures.plan(plt, None, wf, surface, preds))
+                sent = {}
+                for key in theirs:
+                    made = draws[key]()
+                    if made:
+                        sent[key] = made[0], base64.b64encode(_png(made[1])).decode()
+                        plt.close(made[1])
+                with os.fdopen(w, "wb") as fh:
+                    fh.write(json.dumps(sent).encode())
                 code = 0
             finally:
                 os._exit(code)
         os.close(w)
-    names = {}
-    try:
-        names = _draw(plt, out, draws, mine)
-    finally:
-        if pid:
-            with os.fdopen(r, "rb") as fh:
-                sent = fh.read()
-            status = os.waitpid(pid, 0)[1]
-    if pid:
+        return cls(theirs, pid, r)
+
+    def collect(self) -> dict | None:
+        """The child's figures once it is done; None if it failed (its share is then drawn here)."""
+        with os.fdopen(self.fd, "rb") as fh:
+            sent = fh.read()
+        status = os.waitpid(self.pid, 0)[1]
+        self.pid = None
+        gc.unfreeze()
         try:
-            theirs_names = json.loads(sent) if status == 0 else None
+            got = json.loads(sent) if status == 0 else None
         except ValueError:
-            theirs_names = None
-        names.update(_draw(plt, out, draws, theirs) if theirs_names is None else theirs_names)
+            return None
+        return {k: tuple(v) for k, v in got.items()} if isinstance(got, dict) else None
+
+    def cancel(self) -> None:
+        """Stop a child not collected (the prediction failed after it started)."""
+        if self.pid:
+            os.kill(self.pid, signal.SIGKILL)
+            os.close(self.fd)
+            os.waitpid(self.pid, 0)
+            self.pid = None
+            gc.unfreeze()
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)
+    return buf.getvalue()
+
+
+def draw_figures(plt, out, plan, drawing: Drawing | None = None) -> dict:
+    """{section: (file name, PNG base64)} of every figure of `plan` (figures.plan), in page order, written in
+    `out`: those `drawing`'s child draws taken from it, the others drawn here; what the child failed to send is
+    drawn here too, so a child's trouble costs time, never a figure."""
+    draws = dict(plan)
+    theirs = [k for k in (drawing.keys if drawing else ()) if k in draws]
     imgs = {}
     for key in draws:
-        if key in names:
-            with open(os.path.join(out, names[key]), "rb") as fh:
-                imgs[key] = names[key], base64.b64encode(fh.read()).decode()
-    return imgs
+        if key not in theirs:
+            imgs.update(_draw(plt, draws, key))
+    got = drawing.collect() if drawing else {}
+    for key in theirs:
+        if got is None or key not in got:
+            imgs.update(_draw(plt, draws, key))
+        else:
+            imgs[key] = got[key]
+    for name, b64 in imgs.values():
+        write_private(os.path.join(out, name), base64.b64decode(b64))
+    return {k: imgs[k] for k in draws if k in imgs}
+
+
+def _draw(plt, draws, key) -> dict:
+    """{section: (file name, PNG base64)} of one figure (none when it has nothing to show)."""
+    made = draws[key]()
+    if not made:
+        return {}
+    png = _png(made[1])
+    plt.close(made[1])
+    return {key: (made[0], base64.b64encode(png).decode())}
 
 
 SECTION_TITLE = {
@@ -109,9 +158,10 @@ SECTION_TITLE = {
 }
 
 
-def write_report(out, result, wf, surface, preds, measured, envelope=None):
+def write_report(out, result, wf, surface, preds, measured, envelope=None, drawing: Drawing | None = None):
+    """drawing: the figures a child has been drawing since the point predictions (Drawing.start)."""
     plt = figures.pyplot()
-    imgs = draw_figures(plt, out, figures.plan(plt, result, wf, surface, preds))
+    imgs = draw_figures(plt, out, figures.plan(plt, result, wf, surface, preds), drawing)
     page = _html(result, imgs, measured, wf, surface, envelope)
     path = os.path.join(out, "report.html")
     write_private(path, page)
