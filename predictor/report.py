@@ -7,7 +7,7 @@ import base64
 import gc
 import html
 import io
-import json
+import marshal
 import os
 import signal
 
@@ -48,7 +48,7 @@ def split(keys, head: float = 0.0) -> tuple[list, list]:
 class Drawing:
     """The figures a forked child draws beside this process (most of `--out`'s time is drawing: on two CPUs it
     overlaps the bootstrap, the what-ifs and this process's own figures).  The child sends {section: (file name,
-    PNG base64)} through a pipe and writes no file: a prediction that fails after the fork leaves nothing behind
+    PNG bytes)} through a pipe (marshal) and writes no file: a prediction that fails after the fork leaves nothing behind
     (cancel() stops the child)."""
 
     def __init__(self, keys, pid, fd):
@@ -60,12 +60,12 @@ class Drawing:
         figures.LATE ones, `late`, stay here, with `head` units of other work); None with one CPU."""
         if (procs or usable_cpus()) < 2 or not hasattr(os, "fork"):
             return None
-        early = [k for k, _ in figures.plan(None, None, wf, surface, preds)]
-        _, theirs = split(early + list(late), head)
+        plt = figures.pyplot()    # imported once for both processes (~0.4 s of CPU each on a 2-core machine)
+        draws = dict(figures.plan(plt, None, wf, surface, preds))
+        _, theirs = split(list(draws) + list(late), head)
         theirs = [k for k in theirs if k not in late]
         if not theirs:
             return None
-        plt = figures.pyplot()    # imported once for both processes (~0.4 s of CPU each on a 2-core machine)
         r, w = os.pipe()
         gc.freeze()   # the heap so far out of the collector's reach until collect(): no copy-on-write of each page
         try:
@@ -79,12 +79,11 @@ class Drawing:
             code = 1
             try:
                 os.close(r)
-                draws = dict(figures.plan(plt, None, wf, surface, preds))
                 sent = {}
                 for key in theirs:
                     sent.update(_draw(plt, draws, key))
                 with os.fdopen(w, "wb") as fh:
-                    fh.write(json.dumps(sent).encode())
+                    marshal.dump(sent, fh)
                 code = 0
             finally:
                 os._exit(code)
@@ -99,10 +98,10 @@ class Drawing:
         self.pid = None
         gc.unfreeze()
         try:
-            got = json.loads(sent) if status == 0 else None
-        except ValueError:
+            got = marshal.loads(sent) if status == 0 else None
+        except (EOFError, ValueError, TypeError):
             return None
-        return {k: tuple(v) for k, v in got.items()} if isinstance(got, dict) else None
+        return got if isinstance(got, dict) else None
 
     def cancel(self) -> None:
         """Stop a child not collected (the prediction failed after it started)."""
@@ -136,19 +135,19 @@ def draw_figures(plt, out, plan, drawing: Drawing | None = None) -> dict:
             imgs.update(_draw(plt, draws, key))
         else:
             imgs[key] = got[key]
-    for name, b64 in imgs.values():
-        write_private(os.path.join(out, name), base64.b64decode(b64))
-    return {k: imgs[k] for k in draws if k in imgs}
+    for name, png in imgs.values():
+        write_private(os.path.join(out, name), png)
+    return {k: (imgs[k][0], base64.b64encode(imgs[k][1]).decode()) for k in draws if k in imgs}
 
 
 def _draw(plt, draws, key) -> dict:
-    """{section: (file name, PNG base64)} of one figure (none when it has nothing to show)."""
+    """{section: (file name, PNG bytes)} of one figure (none when it has nothing to show)."""
     made = draws[key]()
     if not made:
         return {}
     png = _png(made[1])
     plt.close(made[1])
-    return {key: (made[0], base64.b64encode(png).decode())}
+    return {key: (made[0], png)}
 
 
 SECTION_TITLE = {

@@ -72,13 +72,14 @@ def test_a_figure_the_child_fails_to_draw_is_drawn_by_the_parent(tmp_path, monke
     mine, child_share = report.split(SECTIONS, head=1.6)
     assert sorted(mine + child_share) == sorted(SECTIONS) and mine and child_share
     failing = child_share[-1]                 # the child draws the others first, then fails
-    drawn = getattr(figures, failing if failing != "stage_time" else "stage_times")
+    fn = failing if failing != "stage_time" else "stage_times"       # the figures function that draws it
+    drawn = getattr(figures, fn)
 
     def only_here(*a):
         if os.getpid() != parent:
             raise RuntimeError("the child cannot draw this")
         return drawn(*a)
-    monkeypatch.setattr(figures, failing if failing != "stage_time" else "stage_times", only_here)
+    monkeypatch.setattr(figures, fn, only_here)
     drawing = report.Drawing.start(wf, surface, preds, head=1.6, procs=2)
     assert drawing.keys == child_share
     got = report.draw_figures(plt, str(tmp_path), montage_plan(wf, surface, preds)[1], drawing)
